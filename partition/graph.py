@@ -1,0 +1,135 @@
+"""`Graph`: a graph in CSC form (in-neighbours per node), the type every stage reads.
+
+`indices[indptr[v]:indptr[v + 1]]` are the sources of the edges pointing into `v`, sorted by id.
+Saved as one torch file that loads memory-mapped, so a products-scale graph opens in seconds and
+several processes can share the pages of the same file.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .errors import ConveyorError
+
+TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
+
+
+@dataclass
+class Graph:
+    indptr: Tensor
+    indices: Tensor
+    x: Optional[Tensor] = None
+    y: Optional[Tensor] = None
+    train_idx: Optional[Tensor] = None
+    val_idx: Optional[Tensor] = None
+    test_idx: Optional[Tensor] = None
+    num_classes: Optional[int] = None
+    name: str = "graph"
+
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.indices.numel()
+
+    def in_degree(self) -> Tensor:
+        return self.indptr[1:] - self.indptr[:-1]
+
+    def out_degree(self) -> Tensor:
+        """How many edges leave each node: how often its features are read by its neighbours."""
+        return torch.bincount(self.indices.long(), minlength=self.num_nodes)
+
+    def edge_index(self) -> Tensor:
+        """The `[2, E]` (source, destination) form, as PyG expects it."""
+        dst = torch.repeat_interleave(torch.arange(self.num_nodes), self.in_degree())
+        return torch.stack([self.indices.long(), dst])
+
+    @classmethod
+    def from_edge_index(cls, edge_index: Tensor, num_nodes: int, dedup: bool = True, **attrs) -> "Graph":
+        """CSC from a `[2, E]` tensor (row 0 source, row 1 destination, as in PyG).
+
+        Duplicate edges are dropped by default: samplers draw *distinct* neighbours, so a repeated
+        edge would let one neighbour be drawn twice.
+        """
+        edge_index = torch.as_tensor(edge_index)
+        if edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ConveyorError(
+                f"edge_index must have shape [2, E] (row 0 sources, row 1 destinations), got "
+                f"{tuple(edge_index.shape)}; transpose an [E, 2] array with `.t()`.")
+        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+            raise ConveyorError(f"edge_index must hold integer node ids, got dtype {edge_index.dtype}.")
+        num_nodes = int(num_nodes)
+        if num_nodes < 0:
+            raise ConveyorError(f"num_nodes must be >= 0, got {num_nodes}.")
+        edge_index = edge_index.long()
+        if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
+            raise ConveyorError(
+                f"edge_index holds node ids in [{int(edge_index.min())}, {int(edge_index.max())}] "
+                f"but the graph has {num_nodes} nodes (ids 0..{num_nodes - 1}); pass the right "
+                f"num_nodes or remap the ids.")
+        src, dst = edge_index
+        key = dst * max(num_nodes, 1) + src  # sort by destination, then source
+        key = torch.unique(key) if dedup else torch.sort(key).values
+        dst, src = key // max(num_nodes, 1), key % max(num_nodes, 1)
+        indptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+        indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+        small = num_nodes < 2**31 - 1
+        return cls(indptr=indptr, indices=src.to(torch.int32 if small else torch.long), **attrs)
+
+    def validate(self) -> "Graph":
+        """Check the invariants other stages rely on; raise a ConveyorError naming the broken one."""
+        n = self.num_nodes
+        if self.indptr.dtype != torch.long or self.indptr[0] != 0 or self.indptr[-1] != self.num_edges:
+            raise ConveyorError("indptr must be int64, start at 0 and end at len(indices).")
+        if self.num_edges and (int(self.indices.min()) < 0 or int(self.indices.max()) >= n):
+            raise ConveyorError(f"indices hold node ids outside 0..{n - 1}.")
+        for name in ("x", "y"):
+            value = getattr(self, name)
+            if value is not None and value.size(0) != n:
+                raise ConveyorError(f"{name} has {value.size(0)} rows but the graph has {n} nodes.")
+        for name in ("train_idx", "val_idx", "test_idx"):
+            idx = getattr(self, name)
+            if idx is not None and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+                raise ConveyorError(f"{name} holds node ids outside 0..{n - 1}.")
+        return self
+
+    # -- storage --------------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: getattr(self, k) for k in TENSOR_FIELDS if getattr(self, k) is not None}
+        tmp = directory / "graph.pt.tmp"
+        torch.save({k: v.contiguous() for k, v in tensors.items()}, tmp)
+        os.replace(tmp, directory / "graph.pt")  # atomic: a crash never leaves half a graph
+        meta = {"num_classes": self.num_classes, "name": self.name,
+                "num_nodes": self.num_nodes, "num_edges": self.num_edges}
+        (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, mmap: bool = True) -> "Graph":
+        directory = Path(directory)
+        if not (directory / "graph.pt").exists():
+            raise ConveyorError(f"no saved graph in {directory} (expected graph.pt and meta.json).")
+        tensors = torch.load(directory / "graph.pt", mmap=mmap, weights_only=True)
+        meta = json.loads((directory / "meta.json").read_text())
+        return cls(**tensors, num_classes=meta.get("num_classes"), name=meta.get("name", "graph"))
+
+    def share_memory_(self) -> "Graph":
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Tensor):
+                value.share_memory_()
+        return self
+
+    def __repr__(self) -> str:
+        feats = None if self.x is None else tuple(self.x.shape)
+        return (f"Graph({self.name}: {self.num_nodes:,} nodes, {self.num_edges:,} edges, x={feats}, "
+                f"classes={self.num_classes})")
