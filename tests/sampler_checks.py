@@ -51,3 +51,14 @@ def neighbour_counts(sample_fn, graph: Graph, node: int, fanout: int, draws: int
         src = batch.edge_index_per_hop[0][0].cpu().long()
         counts.index_add_(0, batch.n_id.cpu().long()[src], torch.ones_like(src))
     return counts[nbrs]
+
+
+def fan_rank_counts(batch: SampledBatch, degree: int, hop: int = 1) -> torch.Tensor:
+    """On `complete_in_graph(degree, copies)`: how often each neighbour rank (0..degree-1) was drawn
+    at `hop` by the fan centres, summed over the copies."""
+    n_id = batch.n_id.cpu().long()
+    src, dst = batch.edge_index_per_hop[hop - 1].cpu().long()
+    centre = n_id[dst]
+    keep = centre % (degree + 1) == 0
+    rank = n_id[src[keep]] - centre[keep] - 1
+    return torch.bincount(rank, minlength=degree)

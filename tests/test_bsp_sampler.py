@@ -1,0 +1,114 @@
+import pytest
+import torch
+from scipy import stats
+
+from partition import ConveyorError
+from samplers import build_sampler
+from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
+from tests.sampler_checks import assert_valid_batch, fan_rank_counts
+
+GRAPHS = {
+    "random": lambda: random_graph(),
+    "power_law": lambda: power_law_graph(),
+    "star": lambda: star_graph(),
+    "chain": lambda: chain_graph(),
+    "isolated": lambda: with_isolated(random_graph(100, 400)),
+}
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+@pytest.mark.parametrize("fanouts", [[15, 10, 5], [3, 3], [1], [1000, 1000]])
+def test_structure(name, fanouts):
+    graph = GRAPHS[name]()
+    sampler = build_sampler("bsp", graph, fanouts, seed=3)
+    g = torch.Generator().manual_seed(0)
+    for batch_size in (1, 17, graph.num_nodes):
+        seeds = torch.randperm(graph.num_nodes, generator=g)[:batch_size]
+        assert_valid_batch(sampler.sample(seeds), graph, seeds, fanouts)
+
+
+def test_degree_zero_seeds_and_empty_seeds():
+    graph = with_isolated(chain_graph(10), extra=5)
+    sampler = build_sampler("bsp", graph, [4, 4])
+    seeds = torch.tensor([0, 12, 11])  # in-degree 0 and isolated nodes
+    batch = sampler.sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [4, 4])
+    assert batch.num_nodes_per_hop.tolist() == [3, 3, 3] and batch.num_sampled_edges == 0
+    empty = sampler.sample(torch.empty(0, dtype=torch.long))
+    assert empty.n_id.numel() == 0 and empty.num_nodes_per_hop.tolist() == [0, 0, 0]
+
+
+def test_same_seed_same_batch_and_reseeding():
+    graph = power_law_graph()
+    seeds = torch.arange(0, 400, 7)
+    a = build_sampler("bsp", graph, [5, 5], seed=11).sample(seeds)
+    sampler = build_sampler("bsp", graph, [5, 5], seed=11)
+    b = sampler.sample(seeds)
+    c = sampler.sample(seeds)  # the stream moves on
+    sampler.manual_seed(11)
+    d = sampler.sample(seeds)
+    assert torch.equal(a.n_id, b.n_id) and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop))
+    assert not torch.equal(b.edge_index_per_hop[1], c.edge_index_per_hop[1])
+    assert torch.equal(d.n_id, b.n_id)
+
+
+def test_uniform_without_replacement_chi_square():
+    """Each fan centre has 20 in-neighbours; with fanout 5 each is drawn with probability 1/4, at
+    hop 1 and again (independently) at hop 2. 4000 draws per hop, chi-square against uniform."""
+    copies, degree = 400, 20
+    graph = complete_in_graph(degree, copies)
+    centres = torch.arange(copies) * (degree + 1)
+    sampler = build_sampler("bsp", graph, [5, 5], seed=0)
+    batches = [sampler.sample(centres) for _ in range(10)]
+    for hop in (1, 2):
+        counts = sum(fan_rank_counts(b, degree, hop) for b in batches)
+        assert counts.sum() == 5 * copies * 10
+        p = stats.chisquare(counts.numpy()).pvalue
+        assert p > 1e-3, (hop, counts, p)
+
+
+def test_hops_draw_independently():
+    """A seed samples again at hop 2, independently: its two 5-of-20 draws overlap by
+    5 * 5 / 20 = 1.25 neighbours on average (hypergeometric), not by 5 (a reused draw) nor 0."""
+    copies, degree = 1000, 20
+    graph = complete_in_graph(degree, copies)
+    sampler = build_sampler("bsp", graph, [5, 5], seed=1)
+    batch = sampler.sample(torch.arange(copies) * (degree + 1))
+    hop1, hop2 = (e[:, e[1] < copies] for e in batch.edge_index_per_hop)  # edges into the seeds
+    key1 = set((hop1[1] * 10**6 + hop1[0]).tolist())
+    overlap = sum(k in key1 for k in (hop2[1] * 10**6 + hop2[0]).tolist()) / copies
+    assert 1.15 < overlap < 1.35, overlap  # sd of the mean is about 0.025
+
+
+@pytest.mark.parametrize("seeds, words", [
+    (torch.tensor([1, 2, 2]), "unique"),
+    (torch.tensor([1, 400]), "0..299"),
+    (torch.tensor([-1, 2]), "0..299"),
+    (torch.tensor([[1, 2]]), "1-D"),
+    (torch.tensor([1.0, 2.0]), "integer"),
+])
+def test_bad_seeds(seeds, words):
+    sampler = build_sampler("bsp", random_graph(), [5])
+    with pytest.raises(ConveyorError, match=words):
+        sampler.sample(seeds)
+
+
+@pytest.mark.parametrize("fanouts", [[], [0], [5, -1], ["a"]])
+def test_bad_fanouts(fanouts):
+    with pytest.raises(ConveyorError, match="fanouts"):
+        build_sampler("bsp", random_graph(), fanouts)
+
+
+def test_unknown_sampler():
+    with pytest.raises(ConveyorError, match="unknown sampler 'magic'"):
+        build_sampler("magic", random_graph(), [5])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_structure_on_cuda():
+    graph = power_law_graph()
+    seeds = torch.arange(0, 400, 3)
+    batch = build_sampler("bsp", graph, [15, 10, 5], device="cuda").sample(seeds)
+    assert batch.n_id.is_cuda
+    assert_valid_batch(batch, graph, seeds, [15, 10, 5])

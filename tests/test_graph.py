@@ -1,0 +1,76 @@
+import pytest
+import torch
+
+from partition import ConveyorError, Graph
+from tests.graphs import random_graph
+
+
+def brute_force_in_neighbours(edge_index, num_nodes):
+    return [sorted({int(s) for s, d in edge_index.t().tolist() if d == v}) for v in range(num_nodes)]
+
+
+def test_csc_matches_brute_force_with_duplicates_and_self_loops():
+    g = torch.Generator().manual_seed(1)
+    edge_index = torch.randint(0, 40, (2, 500), generator=g)
+    edge_index = torch.cat([edge_index, edge_index[:, :50], torch.tensor([[3, 7], [3, 7]])], 1)
+    graph = Graph.from_edge_index(edge_index, 45)
+    expected = brute_force_in_neighbours(edge_index, 45)
+    assert graph.indptr.dtype == torch.long and graph.indptr.numel() == 46
+    for v in range(45):
+        assert graph.indices[graph.indptr[v]:graph.indptr[v + 1]].tolist() == expected[v]
+    assert graph.num_edges == sum(map(len, expected))
+    assert torch.equal(graph.in_degree(), torch.tensor([len(e) for e in expected]))
+    out = torch.zeros(45, dtype=torch.long)
+    for srcs in expected:
+        for s in srcs:
+            out[s] += 1
+    assert torch.equal(graph.out_degree(), out)
+
+
+def test_edge_index_round_trip():
+    graph = random_graph(100, 800)
+    again = Graph.from_edge_index(graph.edge_index(), graph.num_nodes)
+    assert torch.equal(again.indptr, graph.indptr) and torch.equal(again.indices, graph.indices)
+
+
+def test_keep_duplicates_when_asked():
+    edge_index = torch.tensor([[1, 1, 2], [0, 0, 0]])
+    assert Graph.from_edge_index(edge_index, 3, dedup=False).indices.tolist() == [1, 1, 2]
+    assert Graph.from_edge_index(edge_index, 3).indices.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("edge_index, num_nodes, words", [
+    (torch.zeros(3, 4, dtype=torch.long), 5, r"shape \[2, E\]"),
+    (torch.tensor([[0.0, 1.0], [1.0, 0.0]]), 5, "integer"),
+    (torch.tensor([[0, 9], [1, 2]]), 5, "node ids"),
+    (torch.tensor([[0, -1], [1, 2]]), 5, "node ids"),
+])
+def test_bad_edge_index_gives_clear_error(edge_index, num_nodes, words):
+    with pytest.raises(ConveyorError, match=words):
+        Graph.from_edge_index(edge_index, num_nodes)
+
+
+def test_save_and_memory_mapped_load(tmp_path):
+    graph = random_graph(60, 300)
+    graph.x = torch.randn(60, 8)
+    graph.y = torch.randint(0, 3, (60,))
+    graph.train_idx, graph.val_idx, graph.test_idx = torch.arange(10), torch.arange(10, 20), torch.arange(20, 60)
+    graph.num_classes, graph.name = 3, "tiny"
+    graph.save(tmp_path / "g")
+    loaded = Graph.load(tmp_path / "g")
+    for key in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+        assert torch.equal(getattr(loaded, key), getattr(graph, key)), key
+    assert loaded.num_classes == 3 and loaded.name == "tiny"
+    assert loaded.validate() is loaded
+
+
+def test_load_missing_directory(tmp_path):
+    with pytest.raises(ConveyorError, match="no saved graph"):
+        Graph.load(tmp_path / "nothing")
+
+
+def test_validate_names_the_broken_field():
+    graph = random_graph(30, 100)
+    graph.x = torch.randn(29, 4)
+    with pytest.raises(ConveyorError, match="x has 29 rows"):
+        graph.validate()

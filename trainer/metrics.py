@@ -1,0 +1,57 @@
+"""A run's outputs: `metrics.json`, TensorBoard scalars and a log file, all in `run.out_dir`."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from torch.utils.tensorboard import SummaryWriter
+
+log = logging.getLogger("conveyor")
+
+
+class RunRecorder:
+    def __init__(self, out_dir, config: dict, history: list | None = None, tb_subdir: str = ""):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.epochs = list(history or [])
+        self.writer = SummaryWriter(log_dir=str(self.out_dir / tb_subdir) if tb_subdir else str(self.out_dir))
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        self.writer.add_scalar(tag, value, step)
+
+    def epoch(self, record: dict) -> None:
+        self.epochs.append(record)
+        step = record["epoch"]
+        for key, value in record.items():
+            if key != "epoch" and isinstance(value, (int, float)):
+                self.writer.add_scalar(f"epoch/{key}", value, step)
+        self.writer.flush()
+        self.write(final=None)
+
+    def write(self, final: dict | None) -> Path:
+        payload = {"config": self.config, "epochs": self.epochs, "final": final}
+        path = self.out_dir / "metrics.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(payload, indent=1))
+        os.replace(tmp, path)
+        return path
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def setup_logging(out_dir) -> None:
+    """Log to the console and to `out_dir/run.log` (Hydra's own logging is off: see conf)."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger("conveyor")
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
+    for handler in (logging.StreamHandler(), logging.FileHandler(Path(out_dir) / "run.log")):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+    root.propagate = False

@@ -1,0 +1,57 @@
+"""GraphSAGE, GCN and an MLP baseline over a `SampledBatch`'s per-hop edge lists.
+
+Layer i runs on hop L-i+1's edges: it maps the features of the N_h nodes reached within h hops
+to the N_{h-1} nodes reached within h-1 hops, so the last layer leaves one row per seed.
+Because every hop's node set is a prefix of the next, target ids are valid source ids too.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GCNConv, SAGEConv
+
+from partition import ConveyorError
+
+MODELS = ("sage", "gcn", "mlp")
+
+
+class SampledGNN(nn.Module):
+    def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
+                 dropout: float = 0.5):
+        super().__init__()
+        if kind not in MODELS:
+            raise ConveyorError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)} "
+                                f"(e.g. model=sage).")
+        if num_layers < 1 or hidden < 1:
+            raise ConveyorError(f"a model needs >= 1 layer and hidden >= 1, got {num_layers} layers "
+                                f"and hidden={hidden}.")
+        self.kind, self.dropout = kind, dropout
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        layer = {"sage": lambda i, o: SAGEConv(i, o),
+                 "gcn": lambda i, o: GCNConv(i, o),
+                 "mlp": lambda i, o: nn.Linear(i, o)}[kind]
+        self.layers = nn.ModuleList(layer(i, o) for i, o in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x: Tensor, layers) -> Tensor:
+        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
+        layers = list(layers)
+        if len(layers) != len(self.layers):
+            raise ConveyorError(f"the model has {len(self.layers)} layers but the batch has "
+                                f"{len(layers)} hops; use one fanout per layer.")
+        for i, (conv, (edge_index, num_src, num_dst)) in enumerate(zip(self.layers, layers)):
+            x = x[:num_src]
+            if self.kind == "sage":
+                x = conv((x, x[:num_dst]), edge_index)
+            elif self.kind == "gcn":
+                x = conv(x, edge_index)[:num_dst]
+            else:  # mlp: the same depth, but each node sees only its own features
+                x = conv(x[:num_dst])
+            if i < len(self.layers) - 1:
+                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        return x
+
+
+def build_model(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> SampledGNN:
+    return SampledGNN(str(cfg_model.name), in_dim, int(cfg_model.hidden), out_dim, num_layers,
+                      float(cfg_model.get("dropout", 0.5)))

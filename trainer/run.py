@@ -1,0 +1,170 @@
+"""One training run: data, sampler, cache, model, the epoch loop, evaluation, logging, checkpoints."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from partition import ConveyorError, Graph
+from samplers import build_sampler, default_sampler_name
+
+from .batches import (STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, SerialBatches, epoch_seed_batches,
+                      eval_seed_batches, stream_seed)
+from .checkpoint import load_checkpoint, save_checkpoint
+from .config import check_config, resolve_device
+from .loop import evaluate, train_epoch
+from .metrics import RunRecorder, setup_logging
+from .models import build_model
+
+log = logging.getLogger("conveyor")
+
+
+def load_graph(cfg_data) -> Graph:
+    from partition.datasets import load_dataset
+    options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
+               if k not in ("name", "root")}
+    graph = load_dataset(str(cfg_data.name), root=cfg_data.get("root"), **options)
+    if graph.x is None or graph.y is None:
+        raise ConveyorError(f"dataset {cfg_data.name!r} has no node features or labels; training "
+                            f"needs both.")
+    if graph.train_idx is None or graph.train_idx.numel() == 0:
+        raise ConveyorError(f"dataset {cfg_data.name!r} has an empty training split; give it "
+                            f"training nodes (train_idx) to train on.")
+    return graph
+
+
+def build_cache_for(cfg, graph: Graph, device: torch.device):
+    from cache import build_cache
+    c = cfg.cache
+    return build_cache(str(c.policy), graph, capacity=c.capacity, device=device,
+                       dtype=c.get("dtype"), reserve=c.get("reserve"))
+
+
+def build_batch_source(cfg, graph: Graph, device: torch.device):
+    """The stage(s) that turn seeds into prepared batches: in-process or a process pipeline."""
+    sampler_name = str(cfg.sampler.name)
+    if sampler_name == "auto":
+        sampler_name = default_sampler_name(device)
+    if cfg.pipeline.name == "async":
+        from .pipeline import AsyncBatches
+        return AsyncBatches(cfg, graph, device, sampler_name)
+    sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
+                            seed=int(cfg.run.seed))
+    return SerialBatches(sampler, build_cache_for(cfg, graph, device), graph.y, device)
+
+
+def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
+    out_dir = Path(cfg.run.out_dir)
+    state = load_checkpoint(out_dir)
+    if state is not None and not cfg.run.resume:
+        raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
+                            f"run.resume=true to continue it, or choose another run.out_dir.")
+    if cfg.run.resume and state is None:
+        log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    return out_dir, state
+
+
+def train(cfg: DictConfig) -> dict:
+    """Train as configured; return the `final` figures written to metrics.json."""
+    check_config(cfg)
+    device = resolve_device(cfg.run.device)
+    out_dir, state = prepare_out_dir(cfg)
+    setup_logging(out_dir)
+    seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
+    log.info("device %s, output %s", device, out_dir)
+
+    graph = load_graph(cfg.data)
+    log.info("%r", graph)
+    torch.manual_seed(seed)
+    model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes),
+                        len(cfg.sampler.fanouts)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
+                                 weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
+    start_epoch, history, best = 1, [], {"val_acc": -1.0, "test_acc": None, "epoch": None}
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
+        log.info("resuming after epoch %d", state["epoch"])
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    recorder = RunRecorder(out_dir, config, history)
+    source = build_batch_source(cfg, graph, device)
+    eval_every = int(cfg.trainer.get("eval_every", 1))
+    eval_bs, bs = int(cfg.trainer.eval_batch_size), int(cfg.trainer.batch_size)
+    progress = bool(cfg.trainer.progress)
+    run_start = time.perf_counter()
+    try:
+        for epoch in range(start_epoch, epochs + 1):
+            torch.manual_seed(stream_seed(seed, epoch, STREAM_MODEL))  # dropout replays on resume
+            seed_batches = epoch_seed_batches(graph.train_idx, bs, seed, epoch)
+            step0 = (epoch - 1) * len(seed_batches)
+
+            def on_batch(step, loss, pb):
+                recorder.scalar("batch/loss", loss, step0 + step)
+
+            t0 = time.perf_counter()
+            stats = train_epoch(model, optimizer,
+                                source.run(seed_batches, stream_seed(seed, epoch, STREAM_SAMPLER)),
+                                len(seed_batches), progress, f"epoch {epoch}/{epochs}", on_batch)
+            epoch_time = time.perf_counter() - t0
+            record = {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
+                      "epoch_time_s": epoch_time, "sample_s": stats["sample_s"],
+                      "gather_s": stats["gather_s"], "train_s": stats["train_s"],
+                      "sampled_edges": stats["sampled_edges"],
+                      "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
+                      "throughput_seeds_per_s": stats["seeds"] / max(epoch_time, 1e-9)}
+            record.update(stats.get("cache", {}))
+            if epoch % eval_every == 0 or epoch == epochs:
+                t1 = time.perf_counter()
+                eval_seed = stream_seed(seed, 0, STREAM_EVAL)  # the same subgraphs every epoch
+                for split in ("val", "test"):
+                    idx = getattr(graph, f"{split}_idx")
+                    if idx is None or idx.numel() == 0:
+                        continue
+                    batches = eval_seed_batches(idx, eval_bs)
+                    record[f"{split}_acc"] = evaluate(model, source.run(batches, eval_seed), len(batches))
+                record["eval_time_s"] = time.perf_counter() - t1
+                if record.get("val_acc", -1.0) > best["val_acc"]:
+                    best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
+            log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
+                     "train %.2fs)", epoch, record["loss"], record["train_acc"],
+                     _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), epoch_time,
+                     record["sample_s"], record["gather_s"], record["train_s"])
+            recorder.epoch(record)
+            save_checkpoint(out_dir, {"epoch": epoch, "model": model.state_dict(),
+                                      "optimizer": optimizer.state_dict(), "history": recorder.epochs,
+                                      "best": best, "config": config})
+    finally:
+        source.close()
+    last = recorder.epochs[-1] if recorder.epochs else {}
+    final = {"epochs": len(recorder.epochs), "test_acc": last.get("test_acc"),
+             "val_acc": last.get("val_acc"), "train_acc": last.get("train_acc"),
+             "loss": last.get("loss"), "best_val_acc": best["val_acc"],
+             "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
+             "mean_epoch_time_s": sum(e["epoch_time_s"] for e in recorder.epochs) / max(len(recorder.epochs), 1),
+             "wall_time_s": time.perf_counter() - run_start}
+    recorder.write(final)
+    recorder.close()
+    log.info("done: test acc %s (best val %s at epoch %s); metrics in %s", _fmt(final["test_acc"]),
+             _fmt(best["val_acc"]), best["epoch"], out_dir / "metrics.json")
+    return final
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def run(cfg: DictConfig):
+    """What `launch.py` calls: one training run, or the side-by-side comparison (mode=compare)."""
+    check_config(cfg)
+    if cfg.mode == "compare":
+        from .compare import compare
+        return compare(cfg)
+    if int(cfg.run.world_size) > 1:
+        from .distributed import train_distributed
+        return train_distributed(cfg)
+    return train(cfg)
