@@ -43,14 +43,15 @@ def build_cache_for(cfg, graph: Graph, device: torch.device):
                        dtype=c.get("dtype"), reserve=c.get("reserve"))
 
 
-def build_batch_source(cfg, graph: Graph, device: torch.device):
-    """The stage(s) that turn seeds into prepared batches: in-process or a process pipeline."""
+def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
+    """The stage(s) that turn seeds into prepared batches: in-process or a process pipeline.
+    `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
     sampler_name = str(cfg.sampler.name)
     if sampler_name == "auto":
         sampler_name = default_sampler_name(device)
     if cfg.pipeline.name == "async":
         from .pipeline import AsyncBatches
-        return AsyncBatches(cfg, graph, device, sampler_name)
+        return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
                             seed=int(cfg.run.seed))
     return SerialBatches(sampler, build_cache_for(cfg, graph, device), graph.y, device)
@@ -92,7 +93,7 @@ def train(cfg: DictConfig) -> dict:
 
     config = OmegaConf.to_container(cfg, resolve=True)
     recorder = RunRecorder(out_dir, config, history)
-    source = build_batch_source(cfg, graph, device)
+    source = build_batch_source(cfg, graph, device, recorder)
     eval_every = int(cfg.trainer.get("eval_every", 1))
     eval_bs, bs = int(cfg.trainer.eval_batch_size), int(cfg.trainer.batch_size)
     progress = bool(cfg.trainer.progress)
