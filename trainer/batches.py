@@ -57,16 +57,24 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# Batches trained before an `auto` cache is sized: by then the training's peak memory is known.
+WARMUP_BATCHES = 3
+
+
 class SerialBatches:
     """Sample, then gather, batch after batch, in the calling process (`pipeline=serial`)."""
 
     def __init__(self, sampler, cache, labels: Tensor, device):
         self.sampler, self.cache, self.labels = sampler, cache, labels
         self.device = torch.device(device)
+        self.batches_done = 0
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int) -> Iterator[PreparedBatch]:
         self.sampler.manual_seed(sampler_seed)
         for seeds in seed_batches:
+            if self.batches_done == WARMUP_BATCHES:
+                self.cache.fit_to_free_memory()  # a no-op unless cache.capacity=auto
+            self.batches_done += 1
             t0 = time.perf_counter()
             batch = self.sampler.sample(seeds).to(self.device)
             synchronize(self.device)

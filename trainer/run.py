@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -26,7 +27,9 @@ def load_graph(cfg_data) -> Graph:
     from partition.datasets import load_dataset
     options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
                if k not in ("name", "root")}
-    graph = load_dataset(str(cfg_data.name), root=cfg_data.get("root"), **options)
+    root = cfg_data.get("root")
+    root = None if root is None else os.path.expanduser(str(root))
+    graph = load_dataset(str(cfg_data.name), root=root, **options)
     if graph.x is None or graph.y is None:
         raise ConveyorError(f"dataset {cfg_data.name!r} has no node features or labels; training "
                             f"needs both.")
@@ -40,7 +43,8 @@ def build_cache_for(cfg, graph: Graph, device: torch.device):
     from cache import build_cache
     c = cfg.cache
     return build_cache(str(c.policy), graph, capacity=c.capacity, device=device,
-                       dtype=c.get("dtype"), reserve=c.get("reserve"))
+                       dtype=c.get("dtype"), reserve=c.get("reserve", "1GiB"),
+                       prefetch=c.get("prefetch", 0), seed=int(cfg.run.seed))
 
 
 def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
@@ -68,16 +72,20 @@ def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
     return out_dir, state
 
 
-def train(cfg: DictConfig) -> dict:
-    """Train as configured; return the `final` figures written to metrics.json."""
+def train(cfg: DictConfig, ctx=None) -> dict:
+    """Train as configured; return the `final` figures written to metrics.json.
+    `ctx`: a `trainer.distributed.RankContext` when this process is one of several DDP ranks."""
     check_config(cfg)
-    device = resolve_device(cfg.run.device)
-    out_dir, state = prepare_out_dir(cfg)
-    setup_logging(out_dir)
+    main = ctx is None or ctx.rank == 0  # only rank 0 writes logs, metrics and checkpoints
+    device = ctx.device if ctx else resolve_device(cfg.run.device)
+    out_dir, state = ctx.prepare_out_dir(cfg) if ctx else prepare_out_dir(cfg)
+    if main:
+        setup_logging(out_dir)
     seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
+    rseed = ctx.rank_seed(seed) if ctx else seed  # each rank its own sampling and dropout streams
     log.info("device %s, output %s", device, out_dir)
 
-    graph = load_graph(cfg.data)
+    graph = ctx.graph if ctx else load_graph(cfg.data)  # a rank trains on its own partition
     log.info("%r", graph)
     torch.manual_seed(seed)
     model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes),
@@ -90,28 +98,32 @@ def train(cfg: DictConfig) -> dict:
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
+    net = ctx.wrap(model) if ctx else model  # DDP: gradients all-reduced in backward
 
     config = OmegaConf.to_container(cfg, resolve=True)
-    recorder = RunRecorder(out_dir, config, history)
+    recorder = RunRecorder(out_dir, config, history) if main else ctx.quiet_recorder(history)
     source = build_batch_source(cfg, graph, device, recorder)
     eval_every = int(cfg.trainer.get("eval_every", 1))
     eval_bs, bs = int(cfg.trainer.eval_batch_size), int(cfg.trainer.batch_size)
-    progress = bool(cfg.trainer.progress)
+    progress = bool(cfg.trainer.progress) and main
     run_start = time.perf_counter()
     try:
         for epoch in range(start_epoch, epochs + 1):
-            torch.manual_seed(stream_seed(seed, epoch, STREAM_MODEL))  # dropout replays on resume
-            seed_batches = epoch_seed_batches(graph.train_idx, bs, seed, epoch)
+            torch.manual_seed(stream_seed(rseed, epoch, STREAM_MODEL))  # dropout replays on resume
+            seed_batches = (ctx.seed_batches(seed, epoch) if ctx else
+                            epoch_seed_batches(graph.train_idx, bs, seed, epoch))
             step0 = (epoch - 1) * len(seed_batches)
 
             def on_batch(step, loss, pb):
                 recorder.scalar("batch/loss", loss, step0 + step)
 
             t0 = time.perf_counter()
-            stats = train_epoch(model, optimizer,
-                                source.run(seed_batches, stream_seed(seed, epoch, STREAM_SAMPLER)),
+            stats = train_epoch(net, optimizer,
+                                source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER)),
                                 len(seed_batches), progress, f"epoch {epoch}/{epochs}", on_batch)
             epoch_time = time.perf_counter() - t0
+            if ctx:  # global figures: loss and accuracy over all seeds, summed counts
+                stats = ctx.reduce_epoch(stats)
             record = {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
                       "epoch_time_s": epoch_time, "sample_s": stats["sample_s"],
                       "gather_s": stats["gather_s"], "train_s": stats["train_s"],
@@ -124,10 +136,13 @@ def train(cfg: DictConfig) -> dict:
                 eval_seed = stream_seed(seed, 0, STREAM_EVAL)  # the same subgraphs every epoch
                 for split in ("val", "test"):
                     idx = getattr(graph, f"{split}_idx")
-                    if idx is None or idx.numel() == 0:
-                        continue
-                    batches = eval_seed_batches(idx, eval_bs)
-                    record[f"{split}_acc"] = evaluate(model, source.run(batches, eval_seed), len(batches))
+                    n = 0 if idx is None else idx.numel()
+                    batches = eval_seed_batches(idx, eval_bs) if n else []
+                    acc = evaluate(model, source.run(batches, eval_seed), len(batches)) if n else 0.0
+                    if ctx:  # each rank evaluated the nodes it owns: count them all
+                        acc, n = ctx.global_accuracy(acc, n)
+                    if n:
+                        record[f"{split}_acc"] = acc
                 record["eval_time_s"] = time.perf_counter() - t1
                 if record.get("val_acc", -1.0) > best["val_acc"]:
                     best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
@@ -136,9 +151,10 @@ def train(cfg: DictConfig) -> dict:
                      _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), epoch_time,
                      record["sample_s"], record["gather_s"], record["train_s"])
             recorder.epoch(record)
-            save_checkpoint(out_dir, {"epoch": epoch, "model": model.state_dict(),
-                                      "optimizer": optimizer.state_dict(), "history": recorder.epochs,
-                                      "best": best, "config": config})
+            if main:
+                save_checkpoint(out_dir, {"epoch": epoch, "model": model.state_dict(),
+                                          "optimizer": optimizer.state_dict(), "history": recorder.epochs,
+                                          "best": best, "config": config})
     finally:
         source.close()
     last = recorder.epochs[-1] if recorder.epochs else {}
@@ -165,7 +181,7 @@ def run(cfg: DictConfig):
     if cfg.mode == "compare":
         from .compare import compare
         return compare(cfg)
-    if int(cfg.run.world_size) > 1:
+    if int(cfg.run.world_size) > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1:  # or torchrun's
         from .distributed import train_distributed
         return train_distributed(cfg)
     return train(cfg)

@@ -1,0 +1,102 @@
+"""`python launch.py ...` as a user runs it: clear errors, --help, and kill-then-resume."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.configs import REPO, make_config
+
+
+def launch(*args, timeout=120, env=None):
+    return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
+                           "run.device=cpu", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env)
+
+
+def assert_clear_error(result, *words):
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("conveyor: error:"), result.stderr
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_products_offline_fails_fast_with_where_to_put_it(tmp_path):
+    result = launch("data=products", f"data.root={tmp_path / 'data'}", f"run.out_dir={tmp_path / 'run'}",
+                    timeout=60)
+    assert_clear_error(result, "ogbn", str(tmp_path / "data"))
+
+
+@pytest.mark.parametrize("override, words", [
+    ("sampler.fanouts=[5,0]", ["fanouts", "positive"]),
+    ("trainer.batch_size=0", ["trainer.batch_size"]),
+    ("model.name=transformer", ["unknown model", "sage"]),
+    ("data.name=imagenet", ["imagenet"]),
+])
+def test_bad_config_values_give_one_clear_paragraph(tmp_path, override, words):
+    assert_clear_error(launch(override, f"run.out_dir={tmp_path / 'run'}"), *words)
+
+
+def test_unknown_group_option_lists_the_choices(tmp_path):
+    result = launch("model=transformer", f"run.out_dir={tmp_path / 'run'}")
+    assert result.returncode != 0
+    assert "transformer" in result.stderr and "sage" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_empty_train_split(tmp_path):
+    graph_dir = tmp_path / "g"
+    graph_dir.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(graph_dir / "edge_index.npy", rng.integers(0, 50, (2, 200)))
+    np.save(graph_dir / "x.npy", rng.normal(size=(50, 4)).astype(np.float32))
+    np.save(graph_dir / "y.npy", rng.integers(0, 3, 50))
+    np.save(graph_dir / "train_idx.npy", np.array([], dtype=np.int64))
+    np.save(graph_dir / "val_idx.npy", np.arange(10))
+    np.save(graph_dir / "test_idx.npy", np.arange(10, 50))
+    result = launch("data=custom", f"data.path={graph_dir}", f"run.out_dir={tmp_path / 'run'}")
+    assert_clear_error(result, "train")
+
+
+def test_help_lists_groups_and_keys():
+    result = launch("--help")
+    assert result.returncode == 0
+    for word in ("model:", "sage", "gcn", "data:", "synthetic", "products", "sampler:", "fused", "bsp",
+                 "cache:", "degree", "pipeline:", "trainer:", "fanouts", "out_dir"):
+        assert word in result.stdout, word
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, data_root):
+    """SIGKILL mid-run, rerun with run.resume=true: the run finishes and its curve equals an
+    uninterrupted run's, because every random stream derives from (seed, epoch)."""
+    out = tmp_path / "run"
+    args = ["data=synthetic", f"data.root={data_root}", "data.scale=0.005", "trainer.epochs=4",
+            "trainer.batch_size=64", f"run.out_dir={out}", "trainer.progress=false", "run.device=cpu"]
+    proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    checkpoint = out / "checkpoints" / "last.pt"
+    deadline = time.time() + 240
+    while not checkpoint.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    done = len(json.loads((out / "metrics.json").read_text())["epochs"])
+    assert 1 <= done < 4
+
+    resumed = launch(*args, "run.resume=true", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3, 4]
+
+    from trainer import train
+    reference_dir = tmp_path / "reference"
+    train(make_config(*[a for a in args if not a.startswith("run.out_dir")], f"run.out_dir={reference_dir}"))
+    reference = json.loads((reference_dir / "metrics.json").read_text())
+    assert [e["loss"] for e in metrics["epochs"]] == pytest.approx([e["loss"] for e in reference["epochs"]], rel=1e-5)
+    assert metrics["final"]["test_acc"] == pytest.approx(reference["final"]["test_acc"])

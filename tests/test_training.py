@@ -1,0 +1,80 @@
+"""End-to-end training through the real config and trainer, on real (Planetoid) and synthetic data."""
+import json
+
+import pytest
+import torch
+
+from tests.configs import make_config
+from trainer import train
+
+
+def run(tmp_path, name, *overrides):
+    cfg = make_config(f"run.out_dir={tmp_path / name}", *overrides)
+    final = train(cfg)
+    metrics = json.loads((tmp_path / name / "metrics.json").read_text())
+    return final, metrics
+
+
+def test_sage_on_cora_reaches_079(tmp_path, data_root):
+    final, metrics = run(tmp_path, "cora", "data=cora", "model=sage", f"data.root={data_root}")
+    assert final["test_acc"] >= 0.79, final
+    assert len(metrics["epochs"]) == 50
+
+
+def test_gcn_on_pubmed_reaches_077(tmp_path, data_root):
+    final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}")
+    assert final["test_acc"] >= 0.77, final
+
+
+def test_sage_beats_mlp_on_synthetic(tmp_path, data_root):
+    common = ("data=synthetic", f"data.root={data_root}", "trainer.epochs=4")
+    sage, _ = run(tmp_path, "sage", "model=sage", *common)
+    mlp, _ = run(tmp_path, "mlp", "model=mlp", *common)
+    assert sage["test_acc"] >= mlp["test_acc"] + 0.15, (sage["test_acc"], mlp["test_acc"])
+
+
+def test_degree_cache_changes_nothing_but_hits(tmp_path, data_root):
+    """The cache only moves where features come from: same seed, same losses and accuracies."""
+    common = ("data=cora", f"data.root={data_root}", "trainer.epochs=5")
+    _, cached = run(tmp_path, "degree", "cache=degree", "cache.capacity=0.3", *common)
+    _, plain = run(tmp_path, "none", "cache=none", *common)
+    for a, b in zip(cached["epochs"], plain["epochs"]):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6)
+        assert a["val_acc"] == b["val_acc"] and a["test_acc"] == b["test_acc"]
+    assert all(0.3 < e["cache_hit_ratio"] < 1 for e in cached["epochs"])
+    assert all(e["cache_hit_ratio"] == 0 for e in plain["epochs"])
+    assert cached["epochs"][0]["bytes_from_host"] < plain["epochs"][0]["bytes_from_host"]
+
+
+def test_metrics_and_tensorboard(tmp_path, data_root):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    final, metrics = run(tmp_path, "tb", "data=synthetic", f"data.root={data_root}", "trainer.epochs=3")
+    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+    assert 0 <= metrics["final"]["test_acc"] <= 1 and metrics["final"] == final
+    assert all(e["epoch_time_s"] > 0 and e["sampled_edges_per_s"] > 0 for e in metrics["epochs"])
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    for tag in ("epoch/loss", "epoch/val_acc", "epoch/test_acc", "epoch/epoch_time_s", "epoch/sample_s",
+                "epoch/sampled_edges_per_s", "epoch/cache_hit_ratio", "batch/loss"):
+        assert tag in tags, tag
+    assert [s.step for s in events.Scalars("epoch/loss")] == [1, 2, 3]
+    assert [s.value for s in events.Scalars("epoch/loss")] == pytest.approx([e["loss"] for e in metrics["epochs"]])
+
+
+def test_same_seed_same_run_and_other_seed_differs(tmp_path, data_root):
+    common = ("data=cora", f"data.root={data_root}", "trainer.epochs=3")
+    _, a = run(tmp_path, "a", *common)
+    _, b = run(tmp_path, "b", *common)
+    _, c = run(tmp_path, "c", "run.seed=1", *common)
+    assert [e["loss"] for e in a["epochs"]] == [e["loss"] for e in b["epochs"]]
+    assert [e["loss"] for e in a["epochs"]] != [e["loss"] for e in c["epochs"]]
+
+
+def test_out_dir_with_a_run_is_not_overwritten(tmp_path, data_root):
+    from partition import ConveyorError
+    run(tmp_path, "once", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
+    before = (tmp_path / "once" / "checkpoints" / "last.pt").read_bytes()
+    with pytest.raises(ConveyorError, match="run.resume=true"):
+        run(tmp_path, "once", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
+    assert (tmp_path / "once" / "checkpoints" / "last.pt").read_bytes() == before
