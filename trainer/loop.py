@@ -23,7 +23,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         loss.backward()
         optimizer.step()
         n = pb.y.numel()
-        batch_loss = float(loss)  # one sync per batch: the loss is logged anyway
+        batch_loss = float(loss.detach())  # one sync per batch: the loss is logged anyway
         loss_sum += batch_loss * n
         correct += int((out.argmax(-1) == pb.y).sum())
         seen += n

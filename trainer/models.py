@@ -18,7 +18,7 @@ MODELS = ("sage", "gcn", "mlp")
 
 class SampledGNN(nn.Module):
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
-                 dropout: float = 0.5):
+                 dropout: float = 0.5, input_dropout: float = 0.0):
         super().__init__()
         if kind not in MODELS:
             raise ConveyorError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)} "
@@ -26,7 +26,7 @@ class SampledGNN(nn.Module):
         if num_layers < 1 or hidden < 1:
             raise ConveyorError(f"a model needs >= 1 layer and hidden >= 1, got {num_layers} layers "
                                 f"and hidden={hidden}.")
-        self.kind, self.dropout = kind, dropout
+        self.kind, self.dropout, self.input_dropout = kind, dropout, input_dropout
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         layer = {"sage": lambda i, o: SAGEConv(i, o),
                  "gcn": lambda i, o: GCNConv(i, o),
@@ -39,6 +39,8 @@ class SampledGNN(nn.Module):
         if len(layers) != len(self.layers):
             raise ConveyorError(f"the model has {len(self.layers)} layers but the batch has "
                                 f"{len(layers)} hops; use one fanout per layer.")
+        # Dropout on the raw features too, as Kipf & Welling's GCN (helps tiny label sets).
+        x = F.dropout(x, p=self.input_dropout, training=self.training)
         for i, (conv, (edge_index, num_src, num_dst)) in enumerate(zip(self.layers, layers)):
             x = x[:num_src]
             if self.kind == "sage":
@@ -54,4 +56,4 @@ class SampledGNN(nn.Module):
 
 def build_model(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> SampledGNN:
     return SampledGNN(str(cfg_model.name), in_dim, int(cfg_model.hidden), out_dim, num_layers,
-                      float(cfg_model.get("dropout", 0.5)))
+                      float(cfg_model.get("dropout", 0.5)), float(cfg_model.get("input_dropout", 0.0)))
