@@ -1,0 +1,100 @@
+"""Helpers the loaders share: the final dtype/validation pass, a reachability probe, the disk cache."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..errors import ConveyorError
+from ..graph import Graph
+
+
+def finish(graph: Graph, name: str, num_classes: int) -> Graph:
+    """Cast to the dtypes every stage expects (x float32, y and splits int64) and validate."""
+    if graph.x is not None:
+        graph.x = graph.x.to(torch.float32)
+    if graph.y is not None:
+        graph.y = graph.y.reshape(-1).to(torch.long)
+    for split in ("train_idx", "val_idx", "test_idx"):
+        idx = getattr(graph, split)
+        if idx is not None:
+            setattr(graph, split, idx.reshape(-1).to(torch.long))
+    graph.name, graph.num_classes = name, int(num_classes)
+    return graph.validate()
+
+
+def as_tensor(array) -> torch.Tensor:
+    """A torch tensor from a numpy array or tensor, without copying when the dtype allows it."""
+    if isinstance(array, torch.Tensor):
+        return array
+    return torch.from_numpy(np.require(array, requirements=["C", "W"]))  # copies only if needed
+
+
+def symmetrise(edge_index: torch.Tensor) -> torch.Tensor:
+    """Both directions of every edge; `Graph.from_edge_index` drops the duplicates this makes."""
+    return torch.cat([edge_index, edge_index.flip(0)], dim=1)
+
+
+def reachable(url: str, timeout: float = 3.0) -> bool:
+    """True when `url` answers within `timeout` seconds (a HEAD request).
+
+    Run in a daemon thread because a DNS lookup ignores socket timeouts and can hang for far
+    longer than a user should wait to learn that the machine is offline.
+    """
+    answer = []
+
+    def probe():
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+                answer.append(True)
+        except Exception:  # any failure (DNS, refused, HTTP error, proxy) means "do not try"
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout + 1.0)
+    return bool(answer and answer[0])
+
+
+def check_options(name: str, options: dict, allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        takes = ", ".join(allowed) if allowed else "no options"
+        raise ConveyorError(f"dataset {name!r} does not take option(s) {', '.join(unknown)}; it takes: "
+                            f"{takes}. Remove the extra keys from the data config.")
+
+
+def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Graph:
+    """`Graph.load(directory, mmap=True)`, building and saving the graph first if it is not there.
+
+    `stamp` names what built the graph (e.g. a generator version): a cache with another stamp is
+    rebuilt. The graph is written to a side folder that is renamed into place once complete, so a
+    crash never leaves half a cache, and two processes building at once both end with a whole one.
+    """
+    def complete() -> bool:
+        stamp_file = directory / "stamp.txt"
+        return ((directory / "meta.json").exists() and stamp_file.exists()
+                and stamp_file.read_text() == stamp)
+
+    if not complete():
+        shutil.rmtree(directory, ignore_errors=True)  # incomplete or stale: not a cache
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        staging.chmod(0o755)  # mkdtemp makes it private; the cache is for everyone who reads root
+        try:
+            build().save(staging)
+            (staging / "stamp.txt").write_text(stamp)
+            os.rename(staging, directory)
+        except OSError:
+            if not complete():  # not just another process winning the race
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return Graph.load(directory, mmap=True)

@@ -1,0 +1,118 @@
+"""A user's own graph from a directory of arrays: `load_dataset("custom", root=None, path=DIR)`.
+
+The directory holds one file per array, each as `.npy` (numpy) or `.pt` (a torch tensor):
+
+    edge_index  int, shape [2, E]: row 0 the source, row 1 the destination of each edge
+                (messages flow source -> destination; pass `undirected=True` to add the reverse
+                of every edge, e.g. for a citation graph stored one way)
+    x           float (or int), shape [N, F]: node features; N, the number of nodes, is its rows
+    y           int, shape [N]: class labels 0..C-1; -1 marks an unlabelled node
+    train_idx   the training nodes: int node ids, or a bool mask of shape [N]   (required, non-empty)
+    val_idx     the validation nodes, the same way                                (optional)
+    test_idx    the test nodes, the same way                                      (optional)
+
+Node ids run 0..N-1. Duplicate edges are dropped. A missing val/test split becomes an empty
+index tensor. `num_classes` is `y.max() + 1` unless given as an option.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ConveyorError
+from ..graph import Graph
+from .common import finish, symmetrise
+
+SPLITS = ("train_idx", "val_idx", "test_idx")
+
+
+def _read(directory: Path, name: str, required: bool = True) -> torch.Tensor | None:
+    found = [p for p in (directory / f"{name}.npy", directory / f"{name}.pt") if p.exists()]
+    if len(found) > 1:
+        raise ConveyorError(f"{directory} holds both {name}.npy and {name}.pt; keep only one.")
+    if not found:
+        if required:
+            raise ConveyorError(f"{directory} has no {name}.npy or {name}.pt; the custom dataset "
+                                f"needs it (see partition/datasets/custom.py for the format).")
+        return None
+    path = found[0]
+    try:
+        value = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
+                 else torch.load(path, map_location="cpu", weights_only=True))
+    except Exception as err:
+        raise ConveyorError(f"cannot read {path}: {err}. Save a plain array with np.save or a "
+                            f"tensor with torch.save.") from err
+    if not isinstance(value, (np.ndarray, torch.Tensor)):
+        raise ConveyorError(f"{path} holds a {type(value).__name__}, not an array or tensor.")
+    return torch.as_tensor(value)
+
+
+def _node_ids(directory: Path, name: str, value: torch.Tensor, n: int) -> torch.Tensor:
+    """A split as node ids, from ids or a boolean mask; checked against the node count."""
+    if value.dtype == torch.bool:
+        if value.shape != (n,):
+            raise ConveyorError(f"{name} in {directory} is a boolean mask of shape "
+                                f"{tuple(value.shape)}, but the graph has {n} nodes (x has {n} "
+                                f"rows): a mask needs shape [{n}].")
+        return value.nonzero().view(-1)
+    if value.dtype.is_floating_point or value.dim() != 1:
+        raise ConveyorError(f"{name} in {directory} must be a 1-D tensor of integer node ids or a "
+                            f"boolean mask, got dtype {value.dtype} and shape {tuple(value.shape)}.")
+    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= n):
+        raise ConveyorError(f"{name} in {directory} holds node ids in [{int(value.min())}, "
+                            f"{int(value.max())}], outside 0..{n - 1} (the graph has {n} nodes, "
+                            f"the rows of x).")
+    return value.long()
+
+
+def load_custom(path: str | Path | None, undirected: bool = False,
+                num_classes: int | None = None) -> Graph:
+    if path is None:
+        raise ConveyorError("the custom dataset needs `path=DIR` (data.path in the config): the "
+                            "directory holding edge_index, x, y and train_idx (.npy or .pt).")
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ConveyorError(f"custom dataset directory {directory} does not exist or is not a "
+                            f"directory.")
+    edge_index, x, y = (_read(directory, name) for name in ("edge_index", "x", "y"))
+    if x.dim() != 2:
+        raise ConveyorError(f"x in {directory} must have shape [N, F] (one row per node), got "
+                            f"{tuple(x.shape)}; reshape a single feature to [N, 1].")
+    n = x.size(0)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ConveyorError(f"edge_index in {directory} must have shape [2, E] (row 0 sources, "
+                            f"row 1 destinations), got {tuple(edge_index.shape)}; transpose an "
+                            f"[E, 2] array.")
+    if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+        raise ConveyorError(f"edge_index in {directory} must hold integer node ids, got "
+                            f"{edge_index.dtype}.")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+        raise ConveyorError(f"edge_index in {directory} holds node ids in [{int(edge_index.min())}, "
+                            f"{int(edge_index.max())}], outside 0..{n - 1}: the graph has {n} nodes "
+                            f"(the rows of x).")
+    if y.shape != (n,) or y.dtype.is_floating_point or y.dtype == torch.bool:
+        raise ConveyorError(f"y in {directory} must be 1-D integer labels, one per node (shape "
+                            f"[{n}], as x has {n} rows), got dtype {y.dtype} and shape "
+                            f"{tuple(y.shape)}; flatten an [N, 1] array.")
+
+    splits = {}
+    for name in SPLITS:
+        value = _read(directory, name, required=name == "train_idx")
+        splits[name] = (torch.empty(0, dtype=torch.long) if value is None
+                        else _node_ids(directory, name, value, n))
+    if splits["train_idx"].numel() == 0:
+        raise ConveyorError(f"train_idx in {directory} selects no nodes; give at least one "
+                            f"training node.")
+    if (y[splits["train_idx"]] < 0).any():
+        raise ConveyorError(f"train_idx in {directory} includes unlabelled nodes (y < 0); train "
+                            f"only on labelled nodes.")
+
+    if undirected:
+        edge_index = symmetrise(edge_index.long())
+    graph = Graph.from_edge_index(edge_index, n, x=x, y=y, **splits)
+    classes = int(y.max()) + 1 if num_classes is None else int(num_classes)
+    if classes <= int(y.max()):
+        raise ConveyorError(f"num_classes={classes} but y in {directory} holds label {int(y.max())}.")
+    return finish(graph, "custom", classes)
