@@ -11,8 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from partition.datasets import load_dataset
+# Triton kernels run on CPU tensors only under the interpreter, which must be on before any kernel
+# is defined: set it here, before a test module imports samplers.fused.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from partition.datasets import load_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PLANETOID_FOLDERS = ("Cora", "CiteSeer", "PubMed")

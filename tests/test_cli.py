@@ -12,7 +12,7 @@ import pytest
 from tests.configs import REPO, make_config
 
 
-def launch(*args, timeout=120, env=None):
+def launch(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
                            "run.device=cpu", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env=env)
@@ -28,8 +28,7 @@ def assert_clear_error(result, *words):
 
 
 def test_products_offline_fails_fast_with_where_to_put_it(tmp_path):
-    result = launch("data=products", f"data.root={tmp_path / 'data'}", f"run.out_dir={tmp_path / 'run'}",
-                    timeout=60)
+    result = launch("data=products", f"data.root={tmp_path / 'data'}", f"run.out_dir={tmp_path / 'run'}")
     assert_clear_error(result, "ogbn", str(tmp_path / "data"))
 
 

@@ -1,0 +1,320 @@
+"""`fused`: every hop of a mini-batch -- or of several, a super-batch -- in ONE persistent Triton
+kernel launch (samplers/fused_kernel.py explains the kernel). Same output as `bsp` (DESIGN.md).
+
+This wrapper sizes the kernel's buffers from the fanouts and the batch sizes (worst-case bounds:
+|N_h| <= |N_{h-1}| * (1 + fanout), capped by the graph; times `buffer_scale`), keeps them across
+calls, launches the kernel once per `sample`/`sample_many` call, reads its counters back once (the
+only host sync) and copies the batches out with one `cat` (the batches of a call are views of one
+exact-size tensor). If a buffer was too small, the kernel says so through its counters and the
+call runs again with bigger buffers, which are kept: the random numbers are a function of (seed,
+stream position, node, hop), so the rerun draws the same batch.
+
+Randomness: Philox keyed by the sampler's seed; each mini-batch takes the next position of the
+stream, so `sample_many([a, b])` draws exactly what `sample(a); sample(b)` would, and
+`manual_seed(s)` rewinds the stream (a seed reproduces its batches). On CUDA the *order* of ids
+within a hop (and of edges) depends on thread timing while the sampled subgraph does not; pass
+`deterministic=True` to sort them (ids within a hop by global id, as bsp; edges by target, then
+neighbour), for bit-identical batches at the cost of a few sorts.
+
+It runs on CUDA tensors, and on CPU tensors under TRITON_INTERPRET=1 (Triton's interpreter: slow,
+for tests).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+from torch import Tensor
+
+from partition import ConveyorError, Graph
+
+from . import fused_kernel
+from .batch import SampledBatch
+from .validation import check_fanouts, check_seeds
+
+INTERPRETED = type(fused_kernel.fused_sample_kernel).__name__ == "InterpretedFunction"
+MAX_NODES = 2**27  # a node's slot lives in the 27 high bits of an int32 state word
+MAX_PICKS = 128  # Floyd keeps a [tasks, fanout, fanout] tile per chunk
+MAX_SUPER_BATCH = 64
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+class FusedSampler:
+    name = "fused"
+
+    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, buffer_scale: float = 1.0,
+                 deterministic: bool = False, num_programs: int | None = None):
+        self.fanouts = check_fanouts(fanouts)
+        self.device = torch.device(device)
+        self._check_device()
+        if len(self.fanouts) > fused_kernel.MAX_HOPS:
+            raise ConveyorError(f"the fused sampler supports up to {fused_kernel.MAX_HOPS} hops, got "
+                                f"{len(self.fanouts)} fanouts; use sampler=bsp for deeper models.")
+        self.num_nodes = graph.num_nodes
+        if self.num_nodes >= MAX_NODES:
+            raise ConveyorError(f"the fused sampler supports graphs below {MAX_NODES:,} nodes, this one has "
+                                f"{self.num_nodes:,}; use sampler=bsp.")
+        self.num_edges = graph.num_edges
+        max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        # A task never draws more than min(fanout, its degree) neighbours.
+        self.picks = [min(f, max_degree) for f in self.fanouts]
+        # Floyd draws a fanout's worth of picks at once, in a [width, width] tile per task; it is
+        # only needed where some node has more in-neighbours than the fanout.
+        floyd = max([f for f in self.fanouts if f < max_degree], default=1)
+        if floyd > MAX_PICKS:
+            raise ConveyorError(f"the fused sampler draws at most {MAX_PICKS} of a node's in-neighbours per hop, "
+                                f"but fanouts {self.fanouts} ask for {floyd} on a graph with in-degrees up to "
+                                f"{max_degree}; lower the fanouts or use sampler=bsp.")
+        self.width = max(2, _pow2(floyd))
+        if not buffer_scale > 0:
+            raise ConveyorError(f"buffer_scale must be > 0 (a fraction of the worst-case buffer sizes), "
+                                f"got {buffer_scale}.")
+        self.deterministic = deterministic
+        self.indptr = graph.indptr.to(self.device)
+        self.indices = graph.indices.to(self.device)
+        self.fanouts_dev = torch.tensor(self.fanouts, dtype=torch.int32, device=self.device)
+        self.num_programs = num_programs  # None: as many as fit on the GPU at once
+        self._grid: dict[tuple, int] = {}
+        # Capacities: buffer_scale times the worst case, or more where an overflow showed the need.
+        self.buffer_scale = buffer_scale
+        self._learned = {"queue": 0, "records": 0, "nodes": 0, "edges": [0] * len(self.fanouts)}
+        self._buf: dict[str, Tensor] = {}
+        self._eoff: tuple = (None, None)
+        self._dirty = False  # state may hold marks of an interrupted launch
+        self.num_launches = 0  # kernel launches so far, reruns after an overflow included
+        self.manual_seed(seed)
+
+    def _check_device(self):
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise ConveyorError("the fused sampler was asked to run on CUDA, but CUDA is not available; "
+                                    "use device=cpu with TRITON_INTERPRET=1, or sampler=bsp.")
+        elif not (self.device.type == "cpu" and INTERPRETED):
+            raise ConveyorError(f"fused needs CUDA or TRITON_INTERPRET=1 (Triton's CPU interpreter, set before "
+                                f"samplers.fused is imported), got device {self.device}; on CPU use "
+                                f"sampler=bsp.")
+
+    def manual_seed(self, seed: int) -> None:
+        """Restart the random stream: the batches that follow are a function of `seed` alone."""
+        self.seed = int(seed) % 2**63
+        self.stream = 0
+
+    def sample(self, seeds) -> SampledBatch:
+        return self.sample_many([seeds])[0]
+
+    def sample_many(self, seed_list) -> list[SampledBatch]:
+        """Sample several mini-batches in one launch (a super-batch); each is independent.
+        Up to MAX_SUPER_BATCH batches per launch (the kernel keeps counters per batch)."""
+        seeds = [check_seeds(s, self.num_nodes).cpu() for s in seed_list]
+        return [batch for i in range(0, len(seeds), MAX_SUPER_BATCH)
+                for batch in self._super_batch(seeds[i: i + MAX_SUPER_BATCH])]
+
+    def _super_batch(self, seeds: list[Tensor]) -> list[SampledBatch]:
+        stream = self.stream  # batch b draws from stream position stream + b
+        self.stream += len(seeds)
+        sizes = [s.numel() for s in seeds]
+        if sum(sizes) == 0:
+            return [self._empty_batch() for _ in seeds]
+        # One copy to the device: batch offsets, the seeds, and each seed's batch.
+        offsets = torch.tensor([0] + sizes).cumsum(0)
+        owner = torch.repeat_interleave(torch.arange(len(seeds)), torch.tensor(sizes))
+        host = torch.cat([offsets, *seeds, owner]).to(self.device)
+        seed_off, flat_seeds, seed_batch = host.split([len(seeds) + 1, sum(sizes), sum(sizes)])
+        for _ in range(32):
+            caps = self._capacities(sizes)
+            counters = self._launch(caps, flat_seeds, seed_batch, seed_off, len(seeds), stream)
+            needs = self._needs(counters, caps, sizes)
+            if not needs:
+                break
+            self._grow(needs, caps)
+        else:
+            raise RuntimeError(f"fused sampler: buffers still overflow after 32 launches ({needs}); this is a bug.")
+        batches = self._assemble(counters, caps, sizes)
+        if self.deterministic:
+            batches = [canonical_order(b, self.num_nodes) for b in batches]
+        return batches
+
+    # -- buffers --------------------------------------------------------------------------------
+    def _worst_case(self, sizes) -> dict:
+        """Upper bounds for one launch: tasks and records over all batches, nodes and edges per hop
+        of the largest batch. |N_h| <= |N_{h-1}| * (1 + picks), and no more than the graph has."""
+        bound = {"queue": 0, "records": 0, "nodes": 0, "edges": [0] * len(self.picks)}
+        for size, times in Counter(sizes).items():
+            nodes = [size]
+            for f in self.picks:
+                nodes.append(min(self.num_nodes, nodes[-1] * (1 + f)))
+            bound["queue"] += times * sum(nodes[:-1])
+            bound["records"] += times * (nodes[-1] - size)
+            bound["nodes"] = max(bound["nodes"], nodes[-1])
+            bound["edges"] = [max(e, min(n * f, self.num_edges))
+                              for e, n, f in zip(bound["edges"], nodes, self.picks)]
+        return bound
+
+    def _capacities(self, sizes) -> dict:
+        bound, learned = self._worst_case(sizes), self._learned
+        scaled = {name: max(1, math.ceil(bound[name] * self.buffer_scale), learned[name])
+                  for name in ("queue", "records", "nodes")}
+        scaled["nodes"] = max(scaled["nodes"], max(sizes))
+        ecap = [max(math.ceil(e * self.buffer_scale), m) for e, m in zip(bound["edges"], learned["edges"])]
+        scaled["eoff"] = [0] + torch.tensor(ecap).cumsum(0).tolist()
+        return scaled
+
+    def _buffer(self, name: str, size: int, dtype, fill=None) -> Tensor:
+        """A reused buffer of at least `size` elements; new ones start at `fill`."""
+        buf = self._buf.get(name)
+        if buf is None or buf.numel() < size:
+            buf = torch.empty(max(size, 1), dtype=dtype, device=self.device)
+            if fill is not None:
+                buf.fill_(fill)
+            self._buf[name] = buf
+        return buf
+
+    def _launch(self, caps, flat_seeds, seed_batch, seed_off, num_batches, stream) -> list[int]:
+        L, B, N = len(self.fanouts), num_batches, self.num_nodes
+        if self._dirty:  # an interrupted launch may have left marks: start from a clean slate
+            self._buf.pop("state", None)
+            self._buf.pop("queue", None)
+        state = self._buffer("state", B * N, torch.int32, fill=fused_kernel.EMPTY.value)
+        queue = self._buffer("queue", caps["queue"], torch.int64, fill=-1)
+        records = self._buffer("records", caps["records"], torch.int64)
+        e_stride = caps["eoff"][-1]
+        edges = self._buffer("edges", B * 2 * e_stride, torch.int64)
+        n_id = self._buffer("n_id", B * caps["nodes"], torch.int64)
+        ctr = self._buffer("counters", fused_kernel.num_counters(B, L), torch.int64)
+        ctr.zero_()
+        if self._eoff[0] != caps["eoff"]:  # hop offsets in the edge buffer: copied when they change
+            self._eoff = (caps["eoff"], torch.tensor(caps["eoff"], dtype=torch.int64, device=self.device))
+        eoff = self._eoff[1]
+        ebins, lbins = _pow2(B * L), _pow2(B * (L + 1))
+        # Tiles: [tasks, width, width] in Floyd, [chunk, lbins] when counting levels. The
+        # interpreter pays per operation, not per element: give it big chunks.
+        if INTERPRETED:  # (and at most 2**20 elements per tile)
+            tasks = min(256, max(1, 2**20 // self.width**2), 2**20 // ebins)
+            chunk, take_all = min(1024, 2**20 // lbins), max(self.width, 128)
+        else:
+            # [8, 16, 16] Floyd tiles: ~170 registers per thread, 3 programs of 4 warps per SM.
+            tasks, chunk = min(16, max(1, 2048 // self.width**2)), max(16, min(256, 4096 // lbins))
+            take_all = max(self.width, 16)
+        args = (self.indptr, self.indices, self.fanouts_dev, flat_seeds, seed_batch, seed_off, state, queue,
+                records, edges, eoff, n_id, ctr, N, B, caps["queue"], caps["records"], e_stride, caps["nodes"],
+                self.seed, stream)
+        meta = dict(L=L, W=self.width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins, num_warps=4)
+        self._dirty = True
+        fused_kernel.fused_sample_kernel[(self._programs(args, meta),)](*args, **meta)
+        self.num_launches += 1
+        counters = ctr[: fused_kernel.num_counters(B, L)].tolist()  # the one host sync
+        self._dirty = False
+        return counters
+
+    def _programs(self, args, meta) -> int:
+        """A persistent grid: as many programs as can be resident on the GPU at once (registers,
+        threads and shared memory per SM); 2 in the interpreter, where they run in turn."""
+        if self.num_programs is not None:
+            return int(self.num_programs)
+        if INTERPRETED:
+            return 2
+        key = tuple(sorted(meta.items()))
+        if key not in self._grid:
+            kernel = fused_kernel.fused_sample_kernel.warmup(*args, grid=(1,), **meta)
+            kernel._init_handles()
+            props = torch.cuda.get_device_properties(self.device)
+            threads = 32 * meta["num_warps"]
+            per_sm = min(getattr(props, "regs_per_multiprocessor", 65536) // max(1, kernel.n_regs * threads),
+                         getattr(props, "max_threads_per_multi_processor", 2048) // threads)
+            if kernel.metadata.shared:
+                smem = getattr(props, "shared_memory_per_multiprocessor", 0) or 100 * 1024
+                per_sm = min(per_sm, smem // kernel.metadata.shared)
+            self._grid[key] = max(1, per_sm) * props.multi_processor_count
+        return self._grid[key]
+
+    def _split(self, counters, num_batches):
+        L = len(self.fanouts)
+        base = fused_kernel.FIXED.value
+        per_level = torch.tensor(counters[base: base + num_batches * (L + 1)]).view(num_batches, L + 1)
+        fills = torch.tensor(counters[base + num_batches * (L + 1):][: num_batches * L]).view(num_batches, L)
+        return per_level, fills
+
+    def _needs(self, counters, caps, sizes) -> dict:
+        """What overflowed, and how much the launch asked for (a lower bound if a task was dropped)."""
+        per_level, fills = self._split(counters, len(sizes))
+        needs = {}
+        if counters[fused_kernel.Q_TAIL.value] > caps["queue"]:
+            needs["queue"] = counters[fused_kernel.Q_TAIL.value]
+        if counters[fused_kernel.R_TAIL.value] > caps["records"]:
+            needs["records"] = counters[fused_kernel.R_TAIL.value]
+        nodes = int((torch.tensor(sizes) + per_level[:, 1:].sum(1)).max())
+        if nodes > caps["nodes"]:
+            needs["nodes"] = nodes
+        ecap = torch.tensor(caps["eoff"]).diff()
+        if (fills > ecap).any():
+            needs["edges"] = fills.max(0).values.tolist()
+        return needs
+
+    def _grow(self, needs, caps):
+        """At least double what overflowed, and cover what the launch asked for."""
+        for name in ("queue", "records", "nodes"):
+            if name in needs:
+                self._learned[name] = max(2 * caps[name], math.ceil(1.25 * needs[name]))
+        if "edges" in needs:
+            ecap = torch.tensor(caps["eoff"]).diff().tolist()
+            self._learned["edges"] = [max(m, 2 * cap, math.ceil(1.25 * need)) if need > cap else m
+                                      for m, need, cap in zip(self._learned["edges"], needs["edges"], ecap)]
+        # Nodes whose record was dropped kept their marks: clear the whole state (rare path).
+        self._buf.pop("state", None)
+
+    # -- results --------------------------------------------------------------------------------
+    def _assemble(self, counters, caps, sizes) -> list[SampledBatch]:
+        """Copy every batch's n_id and edges out of the work buffers with one `cat`."""
+        per_level, fills = self._split(counters, len(sizes))
+        L, e_stride, ncap = len(self.fanouts), caps["eoff"][-1], caps["nodes"]
+        n_id = self._buf["n_id"][: len(sizes) * ncap].view(len(sizes), ncap)
+        edges = self._buf["edges"][: len(sizes) * 2 * e_stride].view(len(sizes), 2, e_stride)
+        pieces, layout = [], []
+        for b, size in enumerate(sizes):
+            counts = torch.tensor([size] + per_level[b, 1:].tolist()).cumsum(0)
+            pieces.append(n_id[b, : int(counts[-1])])
+            hops = []
+            for h in range(L):
+                lo, e = caps["eoff"][h], int(fills[b, h])
+                pieces += [edges[b, 0, lo: lo + e], edges[b, 1, lo: lo + e]]
+                hops.append(e)
+            layout.append((counts, hops))
+        flat = torch.cat(pieces)
+        batches, at = [], 0
+        for counts, hops in layout:
+            total = int(counts[-1])
+            batch_n_id, at = flat[at: at + total], at + total
+            edge_index = []
+            for e in hops:
+                edge_index.append(flat[at: at + 2 * e].view(2, e))
+                at += 2 * e
+            batches.append(SampledBatch(batch_n_id, counts, edge_index))
+        return batches
+
+    def _empty_batch(self) -> SampledBatch:
+        empty = torch.empty(0, dtype=torch.long, device=self.device)
+        return SampledBatch(empty, torch.zeros(len(self.fanouts) + 1, dtype=torch.long),
+                            [torch.empty(2, 0, dtype=torch.long, device=self.device) for _ in self.fanouts])
+
+
+def canonical_order(batch: SampledBatch, num_nodes: int) -> SampledBatch:
+    """The same batch with ids within each hop sorted by global id (seeds stay first, in order)
+    and each hop's edges sorted by (target, neighbour): a form that does not depend on timing."""
+    counts = batch.num_nodes_per_hop.to(batch.n_id.device)
+    n = batch.n_id.numel()
+    local = torch.arange(n, device=batch.n_id.device)
+    level = torch.bucketize(local, counts, right=True)
+    key = torch.where(level == 0, local, level * num_nodes + batch.n_id)
+    order = torch.argsort(key)
+    new_id = torch.empty_like(order)
+    new_id[order] = local
+    edges = []
+    for edge_index in batch.edge_index_per_hop:
+        relabelled = new_id[edge_index]
+        perm = torch.argsort(relabelled[1] * max(n, 1) + relabelled[0])
+        edges.append(relabelled[:, perm])
+    return SampledBatch(batch.n_id[order], batch.num_nodes_per_hop, edges)

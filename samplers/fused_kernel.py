@@ -1,0 +1,402 @@
+"""The persistent Triton kernel behind the `fused` sampler: every hop of B mini-batches, one launch.
+
+Output: exactly the `bsp` semantics (DESIGN.md). At hop h every node of N_{h-1} draws
+min(deg, fanouts[h-1]) distinct in-neighbours uniformly without replacement, independently of the
+other hops; n_id holds the seeds first, in order, then the nodes first reached at hop 1, then at
+hop 2, ...; hop h's edges are in local ids. A super-batch keeps its B batches apart with
+"virtual" node ids vb = b * N + v, as gSampler does.
+
+Memory (kept by the host across launches):
+    state[vb]  int32 per (batch, node). Low 4 bits: the node's *level*, the first hop that reaches
+               it (0 for a seed, EMPTY = 15 while unreached); the node is in N_h for every
+               h >= level. Once the levels are final the high bits take its slot within its level.
+    queue      int64 task slots, -1 when empty. A task (vb << 4) | h reads "sample v's
+               in-neighbours for hop h of batch b".
+    records    int64: every non-seed node a batch reaches, once.
+    ctr        int64 counters, zeroed before each launch (named below), then per-(batch, level)
+               node counts and per-(batch, hop) edge counts: the only thing the host reads back.
+
+The grid is persistent (as many programs as fit on the GPU). Each phase below is a loop in which
+a program claims work with one atomic add on a counter, until none is left:
+
+0. Seeds: level 0, n_id[b, i] = seed i, and the L tasks (seed, 1), ..., (seed, L) queued.
+1. The task queue (PGSampler's fused hops). A program claims C consecutive slots with one
+   fetch-and-add on the head counter and runs whichever of them hold a task, until it has run them
+   all: a claimed slot may still be empty, and is filled as soon as some task pushes into it.
+   A task draws its k = min(deg, fanout) picks (Floyd's algorithm, see `_floyd`: O(k) steps
+   whatever the degree, from Philox counters (node, batch's stream position, hop, step), so the
+   draws depend on the seed alone, never on which program runs a task or when), writes its k
+   edges, still in global ids, at slots reserved from its (batch, hop) edge counter, and lowers
+   every neighbour u's level to h with atomic_min. The work of a task is k, never its degree: a
+   hub with 100k in-neighbours and a leaf cost the same in one chunk (NextDoor's balance by
+   neighbours to sample); nodes with deg <= fanout take all their in-neighbours, TW at a time.
+   Dedup per (vertex, hop), by construction: a node of level l needs exactly the tasks
+   (u, l+1) .. (u, L), since every vertex of N_{h-1} samples at hop h. When atomic_min lowers u's
+   level from `old` to h, the program that did it pushes the tasks it newly owes, hops
+   h+1 .. min(old, L), and appends u to `records` if `old` was EMPTY. atomic_min serialises the
+   lowerings of a node, so their hop ranges are disjoint and together cover level+1 .. L: no task
+   is lost or duplicated, however the hops interleave.
+   Termination by a pending-task counter (not PGSampler's "fetch size < fanout" heuristic):
+   `pending` counts the tasks queued or running. A producer reserves queue slots (tail
+   counter), adds to `pending` the number it will store, and only then writes them (release); a
+   consumer takes a task with an acquire exchange that also resets the slot to -1, and subtracts
+   its tasks after all of their pushes. So `pending` is 0 only when no task is queued or running,
+   and then nothing can ever be pushed again: a program that sees 0 drops its empty claimed slots
+   and leaves. Slots past the queue's capacity are never written nor waited for.
+2. Slots: the levels are final. Each reached node takes a slot from its (batch, level) counter;
+   a seed's slot is its position.
+3. Relabel: the local id of a node of level l is (seeds + nodes of levels 1..l-1) + slot, so
+   every hop's node set is a prefix of the next by construction. Edges are rewritten in place,
+   n_id is filled.
+4. Cleanup: the state of every node the launch touched (records and seeds) goes back to EMPTY,
+   so the next launch starts clean in O(batch) time, never O(graph); the queue is already empty.
+
+Between phases a program waits for a "done" counter to reach the phase's number of chunks (after
+phase 1: for `pending` to reach 0). A program only ever waits for work that a *running* program
+has claimed, or that such work will push -- never for a program that has not started. So the
+kernel cannot deadlock, whether or not all its programs are resident, and under
+TRITON_INTERPRET=1, where programs run one after another, program 0 does all the work alone and
+the others find nothing left. Writes that other programs read are published by a release atomic
+behind `debug_barrier` (so all of a program's threads' writes come first) and read after an
+acquire, with `.cg` loads that bypass the (incoherent) L1.
+
+Overflow: the host sizes the buffers. A write past a capacity is dropped (never out of bounds)
+while the counters keep counting, so the host sees what was needed and runs the launch again with
+bigger buffers; the counter-based random numbers make the rerun draw the same batch.
+"""
+import triton
+import triton.language as tl
+
+MAX_HOPS = 14
+EMPTY = tl.constexpr(15)  # level bits of an unreached node; levels are 0..L <= 14
+
+# Counter slots (int64) in `ctr`; then B * (L + 1) per-(batch, level) node counters, then B * L
+# per-(batch, hop) edge counters.
+Q_HEAD = tl.constexpr(0)
+Q_TAIL = tl.constexpr(1)
+PENDING = tl.constexpr(2)
+R_TAIL = tl.constexpr(3)
+SEED_CLAIM = tl.constexpr(4)
+SEED_DONE = tl.constexpr(5)
+SLOT_CLAIM = tl.constexpr(6)
+SLOT_DONE = tl.constexpr(7)
+LABEL_CLAIM = tl.constexpr(8)
+LABEL_DONE = tl.constexpr(9)
+RESET_CLAIM = tl.constexpr(10)
+FIXED = tl.constexpr(16)
+
+
+def num_counters(num_batches: int, num_hops: int) -> int:
+    return FIXED.value + num_batches * (num_hops + 1) + num_batches * num_hops
+
+
+# -- small building blocks ---------------------------------------------------------------------
+
+@triton.jit
+def _finish_chunk(done):
+    tl.debug_barrier()  # all threads' writes of the chunk come before the count others wait on
+    tl.atomic_add(done, 1, sem="release")
+
+
+@triton.jit
+def _wait_until(counter, target):
+    """Spin until *counter >= target. Only waits for chunks that running programs have claimed."""
+    seen = tl.load(counter, volatile=True)
+    while seen < target:
+        seen = tl.load(counter, volatile=True)
+    tl.atomic_add(counter, 0, sem="acquire")
+    tl.debug_barrier()
+
+
+@triton.jit
+def _reserve(counter, amount):
+    """Reserve amount[i, j] consecutive slots per lane from one counter with one atomic.
+    Returns each lane's first slot, the old counter value and the total."""
+    row = tl.sum(amount, axis=1)
+    total = tl.sum(row, axis=0)
+    base = tl.atomic_add(counter, total, mask=total > 0, sem="relaxed")
+    first = base + (tl.cumsum(row, axis=0) - row)[:, None] + tl.cumsum(amount, axis=1) - amount
+    return first, base, total
+
+
+@triton.jit
+def _reserve_binned(counters, bins, amount, NBINS: tl.constexpr):
+    """Like _reserve for 1-D lanes, but lane i draws from counters[bins[i]]: one vector atomic."""
+    onehot = bins[:, None] == tl.arange(0, NBINS)[None, :]
+    per_bin = tl.where(onehot, amount[:, None].to(tl.int32), 0)  # int32: half the scan's memory
+    total = tl.sum(per_bin, axis=0).to(tl.int64)
+    base = tl.atomic_add(counters + tl.arange(0, NBINS), total, mask=total > 0, sem="relaxed")
+    before = tl.cumsum(per_bin, axis=0) - per_bin
+    return tl.sum(tl.where(onehot, base[None, :] + before, 0), axis=1)
+
+
+@triton.jit
+def _push_tasks(queue, ctr, vb, level, count, Q_CAP, L: tl.constexpr):
+    """Queue the tasks (vb, level+1) .. (vb, level+count) of every lane (2-D lanes)."""
+    first, base, total = _reserve(ctr + Q_TAIL, count)
+    stored = tl.minimum(tl.maximum(Q_CAP - base, 0), total)  # slots past Q_CAP are dropped
+    # Count them as pending *before* they become visible, so pending cannot touch 0 early.
+    tl.atomic_add(ctr + PENDING, stored, mask=stored > 0, sem="relaxed")
+    tl.debug_barrier()
+    for j in tl.static_range(L):
+        pos = first + j
+        tl.atomic_xchg(queue + pos, (vb << 4) | (level + 1 + j), mask=(j < count) & (pos < Q_CAP),
+                       sem="release")
+
+
+@triton.jit
+def _first_id(ctr, seed_off, b, level, L: tl.constexpr):
+    """Local id of the first node of `level` in batch b: seeds, then hop 1's new nodes, ..."""
+    acc = tl.load(seed_off + b + 1) - tl.load(seed_off + b)
+    first = tl.zeros_like(acc)
+    row = ctr + FIXED + b * (L + 1)
+    for lvl in tl.static_range(1, L + 1):
+        first = tl.where(level >= lvl, acc, first)
+        acc += tl.load(row + lvl, cache_modifier=".cg")
+    return first
+
+
+@triton.jit
+def _local_id(state, ctr, seed_off, vb, b, mask, L: tl.constexpr):
+    word = tl.load(state + vb, mask=mask, other=0, cache_modifier=".cg")
+    return _first_id(ctr, seed_off, b, word & 15, L) + (word >> 4)
+
+
+# -- phases ------------------------------------------------------------------------------------
+
+@triton.jit
+def _install_seeds(c, seeds, seed_batch, seed_off, state, queue, n_id, ctr, N, S, Q_CAP, N_CAP,
+                   L: tl.constexpr, CH: tl.constexpr):
+    i = c * CH + tl.arange(0, CH)
+    m = i < S
+    s = tl.load(seeds + i, mask=m, other=0)
+    b = tl.load(seed_batch + i, mask=m, other=0)
+    vb = b * N + s
+    tl.store(state + vb, tl.zeros_like(i).to(tl.int32), mask=m)  # level 0
+    tl.store(n_id + b * N_CAP + i - tl.load(seed_off + b), s, mask=m)
+    count = tl.where(m, L, 0).to(tl.int64)[:, None]
+    _push_tasks(queue, ctr, vb[:, None], tl.zeros_like(vb)[:, None], count, Q_CAP, L)
+
+
+@triton.jit
+def _floyd(deg, k, big, v, b, hop, seed, stream, C: tl.constexpr, W: tl.constexpr):
+    """Positions (within each adjacency list) of the picks of rows with deg > fanout: [C, W].
+
+    Floyd's algorithm: step i draws t_i uniform in [0, j_i], j_i = deg - k + i, and picks t_i, or
+    j_i itself if t_i was picked already; its k steps give a uniform k-subset, whatever the degree.
+    All t_i come at once from Philox (counters: node, the batch's stream position and hop, step).
+    Which steps collide is solved for all steps together: collide_i holds iff an earlier step l
+    picked t_i, i.e. (not collide_l and t_l == t_i) or (collide_l and j_l == t_i). Step i depends
+    on earlier steps only, so iterating to the fixed point gives exactly the sequential result
+    (in 2 or 3 rounds unless k is close to deg; never more than k + 1).
+    """
+    col = tl.arange(0, W)[None, :]
+    j = deg[:, None] - k[:, None] + col
+    key = (((stream + b) << 4) | hop).to(tl.uint32)[:, None] + tl.zeros([C, W], dtype=tl.uint32)
+    r, _, _, _ = tl.philox(seed, v.to(tl.uint32)[:, None] + key * 0, key, col.to(tl.uint32) + key * 0, key * 0)
+    t = tl.umulhi(r, (j + 1).to(tl.uint32)).to(tl.int64)
+    earlier = big[:, None, None] & (col[:, None, :] < col[:, :, None])  # [task, step i, step l]
+    same_t = earlier & (t[:, :, None] == t[:, None, :])
+    same_j = earlier & (t[:, :, None] == j[:, None, :])
+    collide = t < 0
+    changed = 1
+    while changed != 0:
+        update = tl.max(tl.where(collide[:, None, :], same_j, same_t).to(tl.int32), axis=2) > 0
+        changed = tl.max(tl.max((update != collide).to(tl.int32), axis=1), axis=0)
+        collide = update
+    return tl.where(collide, j, t)
+
+
+@triton.jit
+def _visit(at, slot, valid, b, v, hop, indices, state, queue, records, edges, lo, cap, ctr,
+           N, Q_CAP, R_CAP, E_STRIDE, L: tl.constexpr):
+    """Picks at CSC positions `at` ([tasks, picks]) of hop `hop`: write their edges (global ids
+    until phase 3) at `slot`, and lower each neighbour's level to `hop`: whoever lowers it owes
+    the tasks of its new hops."""
+    u = tl.load(indices + at, mask=valid, other=0).to(tl.int64)
+    keep = valid & (slot < cap)
+    tl.store(edges + lo + slot, u, mask=keep)
+    tl.store(edges + lo + E_STRIDE + slot, v + slot * 0, mask=keep)
+    ub = b * N + u
+    h = (hop + slot * 0).to(tl.int32)
+    known = tl.load(state + ub, mask=valid, other=0)  # may be stale, but then only too high
+    need = valid & (known > h)
+    old = tl.atomic_min(state + ub, h, mask=need, sem="relaxed")
+    lowered = need & (old > h)
+    _push_tasks(queue, ctr, ub, h.to(tl.int64), tl.where(lowered, tl.minimum(old, L) - h, 0).to(tl.int64),
+                Q_CAP, L)
+    new = lowered & (old == EMPTY)
+    at_record, _, _ = _reserve(ctr + R_TAIL, new.to(tl.int64))
+    tl.store(records + at_record, ub, mask=new & (at_record < R_CAP))
+
+
+@triton.jit
+def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
+                  N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L: tl.constexpr, W: tl.constexpr,
+                  TW: tl.constexpr, C: tl.constexpr, EBINS: tl.constexpr):
+    """Run the tasks of one chunk (lanes where `got`)."""
+    hop = tl.where(got, task & 15, 1)
+    vb = tl.where(got, task >> 4, 0)
+    b = vb // N
+    v = vb - b * N
+    start = tl.load(indptr + v, mask=got, other=0)
+    deg = tl.load(indptr + v + 1, mask=got, other=0) - start
+    fanout = tl.load(fanouts + hop - 1, mask=got, other=0).to(tl.int64)
+    k = tl.minimum(deg, fanout)
+    big = deg > fanout  # Floyd rows (k = fanout <= W); the others take all their deg neighbours
+    # Edge slots, k per task, reserved per (batch, hop).
+    first = _reserve_binned(ctr + FIXED + B * (L + 1), (b * L + hop - 1).to(tl.int32), k, EBINS)[:, None]
+    lo = (b * 2 * E_STRIDE + tl.load(eoff + hop - 1))[:, None]
+    cap = (tl.load(eoff + hop) - tl.load(eoff + hop - 1))[:, None]
+    if tl.max(big.to(tl.int32), axis=0) > 0:
+        col = tl.arange(0, W)[None, :]
+        floyd = _floyd(deg, k, big, v, b, hop, seed, stream, C, W)
+        _visit(start[:, None] + floyd, first + col, big[:, None] & (col < k[:, None]), b[:, None],
+               v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
+               N, Q_CAP, R_CAP, E_STRIDE, L)
+    # Take-all rows, TW neighbours at a time: the work of a task is min(deg, fanout) either way.
+    rest = got & (big == 0)
+    for c0 in range(0, tl.max(tl.where(rest, k, 0), axis=0), TW):
+        col = c0 + tl.arange(0, TW)[None, :]
+        _visit(start[:, None] + col, first + col, rest[:, None] & (col < k[:, None]), b[:, None],
+               v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
+               N, Q_CAP, R_CAP, E_STRIDE, L)
+
+
+@triton.jit
+def _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
+                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream,
+                 L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr,
+                 EBINS: tl.constexpr):
+    lane = tl.arange(0, C)
+    active = 1
+    while active != 0:
+        slots = tl.atomic_add(ctr + Q_HEAD, C, sem="relaxed") + lane
+        todo = slots < Q_CAP
+        while tl.max(todo.to(tl.int32), axis=0) > 0:
+            ready = todo & (tl.load(queue + slots, mask=todo, other=-1, volatile=True) >= 0)
+            if tl.max(ready.to(tl.int32), axis=0) > 0:
+                task = tl.atomic_xchg(queue + slots, tl.full([C], -1, tl.int64), mask=ready, sem="acquire")
+                _sample_tasks(task, ready, indptr, indices, fanouts, state, queue, records, edges, eoff,
+                              ctr, N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS)
+                tl.debug_barrier()
+                tl.atomic_add(ctr + PENDING, -tl.sum(ready.to(tl.int64), axis=0), sem="release")
+                todo = todo & (ready == 0)
+            elif tl.load(ctr + PENDING, volatile=True) == 0:
+                todo = lane < 0  # nothing queued or running: these slots stay empty for good
+        if tl.load(ctr + PENDING, volatile=True) == 0:
+            active = 0
+    tl.atomic_add(ctr + PENDING, 0, sem="acquire")
+    tl.debug_barrier()
+
+
+@triton.jit
+def _slot_records(c, records, state, ctr, N, R, L: tl.constexpr, CH: tl.constexpr, LBINS: tl.constexpr):
+    i = c * CH + tl.arange(0, CH)
+    m = i < R
+    vb = tl.load(records + i, mask=m, other=0, cache_modifier=".cg")
+    level = tl.load(state + vb, mask=m, other=0, cache_modifier=".cg")
+    bins = ((vb // N) * (L + 1) + level).to(tl.int32)
+    slot = _reserve_binned(ctr + FIXED, bins, m.to(tl.int64), LBINS)
+    tl.store(state + vb, ((slot << 4) | level).to(tl.int32), mask=m)
+
+
+@triton.jit
+def _seed_positions(c, seeds, seed_batch, seed_off, N, S, CH: tl.constexpr):
+    i = c * CH + tl.arange(0, CH)
+    m = i < S
+    s = tl.load(seeds + i, mask=m, other=0)
+    b = tl.load(seed_batch + i, mask=m, other=0)
+    return i - tl.load(seed_off + b), b * N + s, m
+
+
+@triton.jit
+def _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L: tl.constexpr, CH: tl.constexpr):
+    """Chunk c of the edge buffer [B, 2, E_STRIDE] (hop h of batch b at eoff[h-1]..eoff[h])."""
+    p = c * CH + tl.arange(0, CH)
+    inside = p < B * E_STRIDE
+    p = tl.where(inside, p, 0)  # keep every address computed below in bounds
+    b = p // E_STRIDE
+    at = p - b * E_STRIDE
+    hop0 = tl.zeros_like(p)  # hop - 1
+    for h in tl.static_range(1, L):
+        hop0 += (at >= tl.load(eoff + h)).to(p.dtype)
+    fill = tl.load(ctr + FIXED + B * (L + 1) + b * L + hop0, cache_modifier=".cg")
+    m = inside & (at - tl.load(eoff + hop0) < fill)
+    addr = edges + b * 2 * E_STRIDE + at
+    src = tl.load(addr, mask=m, other=0, cache_modifier=".cg")
+    dst = tl.load(addr + E_STRIDE, mask=m, other=0, cache_modifier=".cg")
+    tl.store(addr, _local_id(state, ctr, seed_off, b * N + src, b, m, L), mask=m)
+    tl.store(addr + E_STRIDE, _local_id(state, ctr, seed_off, b * N + dst, b, m, L), mask=m)
+
+
+@triton.jit
+def _write_n_id(c, records, state, n_id, ctr, seed_off, N, R, N_CAP, L: tl.constexpr, CH: tl.constexpr):
+    i = c * CH + tl.arange(0, CH)
+    m = i < R
+    vb = tl.load(records + i, mask=m, other=0, cache_modifier=".cg")
+    b = vb // N
+    local = _local_id(state, ctr, seed_off, vb, b, m, L)
+    tl.store(n_id + b * N_CAP + local, vb - b * N, mask=m & (local < N_CAP))
+
+
+# -- the kernel --------------------------------------------------------------------------------
+
+# Sizes change from call to call: do not compile a variant per value (== 1, multiple of 16).
+@triton.jit(do_not_specialize=["N", "B", "Q_CAP", "R_CAP", "E_STRIDE", "N_CAP", "seed", "stream"])
+def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, state, queue, records, edges, eoff,
+                        n_id, ctr, N, B, Q_CAP, R_CAP, E_STRIDE, N_CAP, seed, stream,
+                        L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr, CH: tl.constexpr,
+                        EBINS: tl.constexpr, LBINS: tl.constexpr):
+    S = tl.load(seed_off + B)
+    seed_chunks = tl.cdiv(S, CH)
+
+    # 0. seeds: level 0, n_id, and their tasks for hops 1..L.
+    c = tl.atomic_add(ctr + SEED_CLAIM, 1)
+    while c < seed_chunks:
+        _install_seeds(c, seeds, seed_batch, seed_off, state, queue, n_id, ctr, N, S, Q_CAP, N_CAP, L, CH)
+        _finish_chunk(ctr + SEED_DONE)
+        c = tl.atomic_add(ctr + SEED_CLAIM, 1)
+    _wait_until(ctr + SEED_DONE, seed_chunks)
+
+    # 1. every hop at once, from the task queue, until no task is queued or running.
+    _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
+                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS)
+
+    # 2. slots within each (batch, level); seeds keep their position.
+    R = tl.minimum(tl.load(ctr + R_TAIL, volatile=True), R_CAP)
+    record_chunks = tl.cdiv(R, CH)
+    c = tl.atomic_add(ctr + SLOT_CLAIM, 1)
+    while c < record_chunks + seed_chunks:
+        if c < record_chunks:
+            _slot_records(c, records, state, ctr, N, R, L, CH, LBINS)
+        else:
+            idx, vb, m = _seed_positions(c - record_chunks, seeds, seed_batch, seed_off, N, S, CH)
+            tl.store(state + vb, (idx << 4).to(tl.int32), mask=m)
+        _finish_chunk(ctr + SLOT_DONE)
+        c = tl.atomic_add(ctr + SLOT_CLAIM, 1)
+    _wait_until(ctr + SLOT_DONE, record_chunks + seed_chunks)
+
+    # 3. local ids: edges in place, and n_id of the non-seed nodes.
+    edge_chunks = tl.cdiv(B * E_STRIDE, CH)
+    c = tl.atomic_add(ctr + LABEL_CLAIM, 1)
+    while c < edge_chunks + record_chunks:
+        if c < edge_chunks:
+            _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L, CH)
+        else:
+            _write_n_id(c - edge_chunks, records, state, n_id, ctr, seed_off, N, R, N_CAP, L, CH)
+        _finish_chunk(ctr + LABEL_DONE)
+        c = tl.atomic_add(ctr + LABEL_CLAIM, 1)
+    _wait_until(ctr + LABEL_DONE, edge_chunks + record_chunks)
+
+    # 4. cleanup: only the nodes this launch touched.
+    c = tl.atomic_add(ctr + RESET_CLAIM, 1)
+    while c < record_chunks + seed_chunks:
+        if c < record_chunks:
+            i = c * CH + tl.arange(0, CH)
+            vb = tl.load(records + i, mask=i < R, other=0, cache_modifier=".cg")
+            tl.store(state + vb, tl.full([CH], EMPTY, tl.int32), mask=i < R)
+        else:
+            idx, vb, m = _seed_positions(c - record_chunks, seeds, seed_batch, seed_off, N, S, CH)
+            tl.store(state + vb, tl.full([CH], EMPTY, tl.int32), mask=m)
+        c = tl.atomic_add(ctr + RESET_CLAIM, 1)

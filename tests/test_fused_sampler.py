@@ -1,0 +1,252 @@
+"""The fused (persistent Triton kernel) sampler: bsp's semantics, Philox reproducibility, super-batches.
+
+On CPU the kernel runs under Triton's interpreter (TRITON_INTERPRET=1, set here before the kernel
+is defined); it is slow, so the graphs are small and most tests get many batches out of one
+launch with `sample_many`. With CUDA the same tests run on the compiled kernel (marked `gpu`).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from partition import ConveyorError, Graph  # noqa: E402
+from samplers import build_sampler  # noqa: E402
+from samplers import fused, fused_kernel  # noqa: E402
+from samplers.fused import FusedSampler, canonical_order  # noqa: E402
+from tests.graphs import (chain_graph, complete_in_graph, power_law_graph, random_graph,  # noqa: E402
+                          star_graph, with_isolated)
+from tests.sampler_checks import assert_valid_batch  # noqa: E402
+
+DEVICES = [
+    pytest.param("cpu", marks=pytest.mark.skipif(
+        not fused.INTERPRETED, reason="CPU needs the kernel defined under TRITON_INTERPRET=1")),
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not torch.cuda.is_available() or fused.INTERPRETED, reason="needs CUDA and the compiled kernel")]),
+]
+
+
+def copies(graph: Graph, k: int) -> Graph:
+    """k disjoint copies of a graph; node v of copy c is c * n + v. Sampling the same seeds in
+    every copy gives k independent draws from one launch."""
+    n = graph.num_nodes
+    edges = graph.edge_index()
+    return Graph.from_edge_index(torch.cat([edges + c * n for c in range(k)], 1), k * n)
+
+
+GRAPHS = {
+    "random": lambda: random_graph(),
+    "power_law": lambda: power_law_graph(),
+    "star": lambda: star_graph(),
+    "big_hub": lambda: star_graph(3000),
+    "chain": lambda: chain_graph(),
+    "isolated": lambda: with_isolated(random_graph(100, 400)),
+    "single_node": lambda: Graph.from_edge_index(torch.empty(2, 0, dtype=torch.long), 1),
+    "self_loop": lambda: Graph.from_edge_index(torch.zeros(2, 1, dtype=torch.long), 1),
+}
+
+
+def same_batch(a, b) -> bool:
+    return (torch.equal(a.n_id, b.n_id) and torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
+            and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop)))
+
+
+def state_is_clean(sampler) -> bool:
+    """After a launch, no node carries a mark and the task queue is empty."""
+    return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", GRAPHS)
+@pytest.mark.parametrize("fanouts", [[15, 10, 5], [3, 3], [5000, 5000]])  # the last: above every degree
+def test_structure(name, fanouts, device):
+    """Seed sets of several sizes, one launch: each batch is a valid bsp-style batch."""
+    graph = GRAPHS[name]()
+    sampler = build_sampler("fused", graph, fanouts, device=device, seed=3)
+    g = torch.Generator().manual_seed(0)
+    perm = torch.randperm(graph.num_nodes, generator=g)
+    seed_sets = [perm[:1], perm[:17], perm, perm[:0], perm.flip(0)[:5]]
+    batches = sampler.sample_many(seed_sets)
+    assert sampler.num_launches == 1
+    for seeds, batch in zip(seed_sets, batches):
+        assert batch.n_id.device.type == device
+        assert_valid_batch(batch, graph, seeds, fanouts)
+    assert state_is_clean(sampler)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_degree_zero_seeds_hubs_and_leaves(device):
+    graph = with_isolated(chain_graph(10), extra=5)
+    sampler = build_sampler("fused", graph, [4, 4], device=device)
+    seeds = torch.tensor([0, 12, 11])  # in-degree 0 and isolated nodes
+    batch = sampler.sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [4, 4])
+    assert batch.num_nodes_per_hop.tolist() == [3, 3, 3] and batch.num_sampled_edges == 0
+    empty = sampler.sample(torch.empty(0, dtype=torch.long))
+    assert empty.n_id.numel() == 0 and empty.num_nodes_per_hop.tolist() == [0, 0, 0]
+    # A hub with 3000 in-neighbours and leaves in the same chunk; fanout 7 < 3000.
+    graph = star_graph(3000)
+    seeds = torch.tensor([0, 5, 1, 2999])
+    batch = build_sampler("fused", graph, [7, 7], device=device).sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [7, 7])
+    assert batch.edge_index_per_hop[0].size(1) == 7 + 3 * 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_same_seed_same_batch_and_reseeding(device):
+    graph = power_law_graph()
+    seeds = torch.arange(0, 400, 7)
+    a = build_sampler("fused", graph, [5, 5], device=device, seed=11).sample(seeds)
+    sampler = build_sampler("fused", graph, [5, 5], device=device, seed=11)
+    b = sampler.sample(seeds)
+    c = sampler.sample(seeds)  # the stream moves on
+    sampler.manual_seed(11)
+    d = sampler.sample(seeds)
+    other = build_sampler("fused", graph, [5, 5], device=device, seed=12).sample(seeds)
+    if device == "cpu":  # the interpreter runs programs in turn: even the order of ids repeats
+        assert same_batch(a, b) and same_batch(b, d)
+    # On CUDA the order of ids within a hop may depend on timing: compare canonical forms.
+    a, b, c, d, other = (canonical_order(x, graph.num_nodes) for x in (a, b, c, d, other))
+    assert same_batch(a, b) and same_batch(b, d)
+    assert not torch.equal(b.edge_index_per_hop[1], c.edge_index_per_hop[1])
+    assert not torch.equal(b.edge_index_per_hop[1], other.edge_index_per_hop[1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_super_batch_draws_what_single_batches_draw(device):
+    """sample_many takes consecutive stream positions: exactly the batches of repeated sample()."""
+    graph = random_graph()
+    seed_sets = [torch.arange(0, 300, 11), torch.arange(5, 40), torch.tensor([7]), torch.arange(0, 300, 11)]
+    many = build_sampler("fused", graph, [6, 4, 2], device=device, seed=5).sample_many(seed_sets)
+    single = FusedSampler(graph, [6, 4, 2], device=device, seed=5, deterministic=True)
+    one_by_one = [single.sample(s) for s in seed_sets]
+    for seeds, batch, ref in zip(seed_sets, many, one_by_one):
+        assert_valid_batch(batch, graph, seeds, [6, 4, 2])
+        assert same_batch(canonical_order(batch, graph.num_nodes), ref)
+    # Same seeds at different stream positions: independent draws.
+    assert not same_batch(one_by_one[0], one_by_one[3])
+    # deterministic=True numbers each hop's new nodes in ascending global id, as bsp does.
+    counts = one_by_one[0].num_nodes_per_hop.tolist()
+    for lo, hi in zip(counts, counts[1:]):
+        segment = one_by_one[0].n_id[lo:hi]
+        assert torch.equal(segment, segment.sort().values)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_uniform_without_replacement_and_independent_hops(device):
+    """A node with 20 in-neighbours, fanout 5: each neighbour with probability 1/4, each pair with
+    probability 5*4/(20*19) = 1/19 (Floyd must give uniform subsets, not just uniform marginals),
+    and its hop-2 draw overlaps its hop-1 draw by 5*5/20 = 1.25 on average (independent hops).
+    100 copies of the node, 12 batches: 1200 independent draws from one launch."""
+    k = 100
+    graph = copies(complete_in_graph(20), k)
+    centres = torch.arange(k) * 21
+    batches = build_sampler("fused", graph, [5, 5], device=device, seed=0).sample_many([centres] * 12)
+    firsts, overlaps = [], []
+    for batch in batches:
+        n_id, (hop1, hop2) = batch.n_id.cpu(), [e.cpu() for e in batch.edge_index_per_hop]
+        order = torch.argsort(hop1[1], stable=True)
+        assert torch.equal(hop1[1][order], torch.arange(k).repeat_interleave(5))
+        first = (n_id[hop1[0][order]] % 21 - 1).view(k, 5)  # hop 1: the 5 picks of each centre
+        second = torch.zeros(k, 20, dtype=torch.bool)
+        second[hop2[1], n_id[hop2[0]] % 21 - 1] = True  # hop 2 of the centres (local ids 0..k-1)
+        overlaps.append(second.gather(1, first).sum(1))
+        firsts.append(first)
+    firsts = torch.cat(firsts).sort(1).values  # [1200, 5]
+    assert bool((firsts.diff(dim=1) > 0).all())  # without replacement
+    counts = torch.bincount(firsts.flatten(), minlength=20)
+    assert stats.chisquare(counts.numpy()).pvalue > 1e-3, counts
+    i, j = torch.triu_indices(5, 5, 1)
+    pairs = torch.bincount((firsts[:, i] * 20 + firsts[:, j]).flatten(), minlength=400).view(20, 20)
+    assert stats.chisquare(pairs[tuple(torch.triu_indices(20, 20, 1))].numpy()).pvalue > 1e-3
+    mean = torch.cat(overlaps).double().mean().item()
+    assert 1.15 < mean < 1.35, mean  # sd of the mean is about 0.025
+
+
+def counts_per_copy(batches, n: int, k: int) -> torch.Tensor:
+    """|N_1|, |N_2| of each copy of a graph in `copies(graph, k)`: one row per (batch, copy)."""
+    rows = []
+    for batch in batches:
+        level = torch.bucketize(torch.arange(batch.n_id.numel()), batch.num_nodes_per_hop, right=True)
+        copy = batch.n_id.cpu() // n
+        rows.append(torch.stack([torch.bincount(copy[level <= h], minlength=k) for h in (1, 2)], 1))
+    return torch.cat(rows).double()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_node_counts_match_bsp_in_distribution(device):
+    """On a power-law graph the number of nodes within h hops has bsp's distribution
+    (20 copies of the graph, 8 batches: 160 draws from one launch)."""
+    graph, k = power_law_graph(), 20
+    n = graph.num_nodes
+    seeds = torch.arange(0, n, 40)
+    batch_seeds = [torch.cat([seeds + c * n for c in range(k)])] * 8
+    fused_counts = counts_per_copy(build_sampler("fused", copies(graph, k), [3, 3], device=device, seed=1)
+                                   .sample_many(batch_seeds), n, k)
+    bsp = build_sampler("bsp", copies(graph, k), [3, 3], seed=1)
+    bsp_counts = counts_per_copy([bsp.sample(s) for s in batch_seeds], n, k)
+    for hop in (0, 1):
+        p = stats.mannwhitneyu(fused_counts[:, hop].numpy(), bsp_counts[:, hop].numpy()).pvalue
+        assert p > 1e-3, (hop, fused_counts[:, hop].mean(), bsp_counts[:, hop].mean())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overflow_reruns_with_bigger_buffers(device):
+    """Buffers at 1% of the worst case overflow; the kernel reports it, the call reruns and returns
+    the batch that big buffers give, and the state stays clean."""
+    graph = power_law_graph()
+    seeds = [torch.arange(0, 400, 9), torch.arange(3, 60)]
+    small = FusedSampler(graph, [15, 10, 5], device=device, seed=4, buffer_scale=0.01, deterministic=True)
+    batches = small.sample_many(seeds)
+    assert small.num_launches > 1
+    reference = FusedSampler(graph, [15, 10, 5], device=device, seed=4, deterministic=True).sample_many(seeds)
+    for s, batch, ref in zip(seeds, batches, reference):
+        assert_valid_batch(batch, graph, s, [15, 10, 5])
+        assert same_batch(batch, ref)
+    assert state_is_clean(small)
+    launches = small.num_launches
+    small.sample_many(seeds)  # the grown buffers are kept
+    assert small.num_launches == launches + 1
+
+
+@pytest.mark.parametrize("seeds, words", [
+    (torch.tensor([1, 2, 2]), "unique"),
+    (torch.tensor([1, 400]), "0..299"),
+    (torch.tensor([-1, 2]), "0..299"),
+    (torch.tensor([[1, 2]]), "1-D"),
+    (torch.tensor([1.0, 2.0]), "integer"),
+])
+def test_bad_seeds(seeds, words):
+    sampler = build_sampler("fused", random_graph(), [5], device="cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConveyorError, match=words):
+        sampler.sample_many([torch.tensor([0]), seeds])
+    assert sampler.num_launches == 0
+
+
+def test_bad_configuration():
+    with pytest.raises(ConveyorError, match="fanouts"):
+        build_sampler("fused", random_graph(), [5, 0])
+    with pytest.raises(ConveyorError, match="at most 128"):  # Floyd tile: fanout 200 < degree 201
+        build_sampler("fused", star_graph(300), [200])
+    if not torch.cuda.is_available():
+        with pytest.raises(ConveyorError, match="CUDA is not available"):
+            build_sampler("fused", random_graph(), [5], device="cuda")
+
+
+def test_cpu_without_interpreter_is_a_clear_error():
+    code = ("import os; os.environ.pop('TRITON_INTERPRET', None)\n"
+            "from partition import ConveyorError\nfrom samplers import build_sampler\n"
+            "from tests.graphs import random_graph\n"
+            "try:\n    build_sampler('fused', random_graph(), [5], device='cpu')\n"
+            "except ConveyorError as e:\n    print(e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert "fused needs CUDA or TRITON_INTERPRET=1" in out.stdout, out.stderr[-2000:]
