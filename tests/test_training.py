@@ -78,3 +78,13 @@ def test_out_dir_with_a_run_is_not_overwritten(tmp_path, data_root):
     with pytest.raises(ConveyorError, match="run.resume=true"):
         run(tmp_path, "once", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
     assert (tmp_path / "once" / "checkpoints" / "last.pt").read_bytes() == before
+
+
+def test_fused_sampler_trains_like_bsp_on_cora(tmp_path, data_root):
+    """The fused Triton kernel (under the interpreter here) reaches bsp's accuracy within a point.
+    Evaluated once, at the end, to keep interpreter launches few."""
+    common = ("data=cora", f"data.root={data_root}", "trainer.eval_every=50")
+    fused, _ = run(tmp_path, "fused", "sampler=fused", *common)
+    bsp, _ = run(tmp_path, "bsp", "sampler=bsp", *common)
+    assert fused["test_acc"] >= 0.79, fused
+    assert abs(fused["test_acc"] - bsp["test_acc"]) <= 0.01, (fused["test_acc"], bsp["test_acc"])
