@@ -2,8 +2,12 @@
 
 Bad input (unknown names, a missing dataset, invalid keys) ends in one paragraph on stderr and
 exit code 2, not a traceback; `python launch.py --help` lists the groups and keys.
+Ctrl-C (SIGINT) and SIGTERM stop a run cleanly (stage processes too), keeping its last
+checkpoint; the exit code is 128 + the signal number.
 """
+import signal
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -11,15 +15,29 @@ from omegaconf import DictConfig
 from partition import ConveyorError
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)  # SIGTERM stops a run as Ctrl-C does
+
+
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from trainer import run
+    from trainer.checkpoint import CHECKPOINT
 
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run(cfg)
     except ConveyorError as error:
         print(f"conveyor: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt as stop:
+        name = str(stop) if str(stop) in signal.Signals.__members__ else "SIGINT"
+        kept = (Path(cfg.run.out_dir) / CHECKPOINT).exists()
+        print(f"conveyor: stopped by {name}; " + (
+            f"the last complete checkpoint in {cfg.run.out_dir} is kept: continue with "
+            f"run.resume=true." if kept else "no epoch had finished, so there is no checkpoint."),
+            file=sys.stderr)
+        sys.exit(128 + signal.Signals[name].value)
 
 
 if __name__ == "__main__":

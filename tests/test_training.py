@@ -27,7 +27,8 @@ def test_gcn_on_pubmed_reaches_077(tmp_path, data_root):
 
 
 def test_sage_beats_mlp_on_synthetic(tmp_path, data_root):
-    common = ("data=synthetic", f"data.root={data_root}", "trainer.epochs=4")
+    common = ("data=synthetic", f"data.root={data_root}", "data.scale=0.01", "trainer.epochs=5",
+              "trainer.batch_size=256", "trainer.eval_every=5")
     sage, _ = run(tmp_path, "sage", "model=sage", *common)
     mlp, _ = run(tmp_path, "mlp", "model=mlp", *common)
     assert sage["test_acc"] >= mlp["test_acc"] + 0.15, (sage["test_acc"], mlp["test_acc"])
