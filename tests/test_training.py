@@ -49,7 +49,8 @@ def test_degree_cache_changes_nothing_but_hits(tmp_path, data_root):
 
 def test_metrics_and_tensorboard(tmp_path, data_root):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    final, metrics = run(tmp_path, "tb", "data=synthetic", f"data.root={data_root}", "trainer.epochs=3")
+    final, metrics = run(tmp_path, "tb", "data=synthetic", f"data.root={data_root}", "data.scale=0.005",
+                         "trainer.epochs=3")
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
     assert 0 <= metrics["final"]["test_acc"] <= 1 and metrics["final"] == final
     assert all(e["epoch_time_s"] > 0 and e["sampled_edges_per_s"] > 0 for e in metrics["epochs"])
