@@ -2,5 +2,8 @@
 from .errors import ConveyorError
 from .graph import Graph
 from .datasets import DATASETS, load_dataset
+from .store import Part, load_part, load_parts
+from .partitioner import load_or_partition, partition_graph, partition_report
 
-__all__ = ["ConveyorError", "DATASETS", "Graph", "load_dataset"]
+__all__ = ["ConveyorError", "DATASETS", "Graph", "Part", "load_dataset", "load_or_partition",
+           "load_part", "load_parts", "partition_graph", "partition_report"]
