@@ -1,0 +1,400 @@
+"""`pipeline=async`: three real processes that yield exactly the serial batches and losses, fail
+fast and clearly, and stop cleanly on SIGINT/SIGTERM; and the parts (pace controller, MPS
+detection, recycled slots, graph sharing) on their own."""
+import gc
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from partition import ConveyorError, Graph
+from samplers import build_sampler
+from tests.configs import REPO, make_config
+from trainer import train
+from trainer.batches import SerialBatches, epoch_seed_batches, eval_seed_batches
+from trainer.checkpoint import load_checkpoint
+from trainer.run import build_cache_for
+from trainer.pipeline import AsyncBatches, PipelineError
+from trainer.pipeline.mps import detect_mps, thread_percentages
+from trainer.pipeline.pace import PaceController
+from trainer.pipeline.sharing import share_graph
+from trainer.pipeline.slots import SlotReader, SlotWriter
+
+FAULT_DEADLINE_S = 10.0  # the issue's bound: a failed stage stops the run within 10 s
+
+
+def feature_graph(num_nodes=600, num_edges=6000, seed=0) -> Graph:
+    g = torch.Generator().manual_seed(seed)
+    weights = 1.0 / torch.arange(1, num_nodes + 1, dtype=torch.float64)  # a few hubs
+    src = torch.multinomial(weights, num_edges, replacement=True, generator=g)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes,
+                                 x=torch.randn(num_nodes, 12, generator=g),
+                                 y=torch.randint(0, 4, (num_nodes,), generator=g),
+                                 train_idx=torch.arange(0, num_nodes, 2), num_classes=4)
+
+
+def pipeline_config(tmp_path, *overrides):
+    return make_config("pipeline=async", "sampler=bsp", "sampler.fanouts=[5,5]", "cache=degree",
+                       "cache.capacity=0.3", f"run.out_dir={tmp_path}", *overrides)
+
+
+def assert_same_batches(async_batches, serial_batches):
+    count = 0
+    for a, s in zip(async_batches, serial_batches, strict=True):
+        assert torch.equal(a.batch.n_id, s.batch.n_id)
+        assert torch.equal(a.batch.num_nodes_per_hop, s.batch.num_nodes_per_hop)
+        for ea, es in zip(a.batch.edge_index_per_hop, s.batch.edge_index_per_hop, strict=True):
+            assert torch.equal(ea, es)
+        assert torch.equal(a.x, s.x) and torch.equal(a.y, s.y)
+        assert (a.cache_hits, a.cache_misses, a.bytes_from_host) == \
+            (s.cache_hits, s.cache_misses, s.bytes_from_host)
+        count += 1
+    return count
+
+
+def stage_pids(source: AsyncBatches) -> list[int]:
+    return [p.pid for p in source.processes.values()]
+
+
+def assert_gone(pids, timeout=5.0):
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    assert not alive, f"processes left behind: {alive}"
+
+
+# -- the parts ----------------------------------------------------------------------------------
+
+def test_pace_controller_slows_a_runaway_producer_and_frees_a_starved_one():
+    pace = PaceController(["sampled", "ready"], depth=4, interval=5, patience=5, wait_fraction=0.05)
+    decisions = []
+    for depth in (0, 1, 2, 3, 4):  # the sampled queue grows five iterations in a row
+        if pace.observe({"sampled": depth, "ready": 1}):
+            decisions += pace.decide({"sampled": 0.0, "ready": 0.0})
+    assert [(d.queue, d.old, d.new) for d in decisions] == [("sampled", 4, 3)]
+    assert pace.limits == {"sampled": 3, "ready": 4}
+    # A queue kept full at its limit keeps being trimmed, down to one batch ahead and no further.
+    for _ in range(40):
+        if pace.observe({"sampled": pace.limits["sampled"], "ready": 1}):
+            pace.decide({"sampled": 0.0, "ready": 0.0})
+    assert pace.limits["sampled"] == 1
+    # The loader (the sampled queue's consumer) waits 20% of the time: the sampler may run further ahead.
+    for _ in range(5):
+        due = pace.observe({"sampled": 0, "ready": 1})
+    assert due and [(d.queue, d.new) for d in pace.decide({"sampled": 0.2, "ready": 0.0})] == [("sampled", 2)]
+    for _ in range(50):  # ... but never beyond the memory bound
+        if pace.observe({"sampled": 0, "ready": 1}):
+            pace.decide({"sampled": 0.5, "ready": 0.0})
+    assert pace.limits["sampled"] == 4
+
+
+def test_pace_controller_leaves_a_balanced_pipeline_alone():
+    pace = PaceController(["sampled", "ready"], depth=4, interval=5, patience=5)
+    for step in range(100):  # depths that go up and down, consumers that hardly wait
+        if pace.observe({"sampled": step % 3, "ready": (step + 1) % 2}):
+            assert pace.decide({"sampled": 0.01, "ready": 0.02}) == []
+    assert pace.limits == {"sampled": 4, "ready": 4}
+
+
+def test_thread_percentages_follow_the_stage_times():
+    shares = thread_percentages({"sampler": 0.030, "loader": 0.002, "trainer": 0.060}, floor=10)
+    assert shares == {"sampler": 50, "loader": 10, "trainer": 100}
+    assert thread_percentages({"sampler": 0.1, "loader": 0.1}, floor=10) == {"sampler": 100, "loader": 100}
+
+
+def test_detect_mps_by_its_control_socket(tmp_path):
+    assert not detect_mps({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}).active
+    (tmp_path / "control").write_text("")  # a plain file is not a daemon
+    assert not detect_mps({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}).active
+    (tmp_path / "control").unlink()
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "control"))
+        status = detect_mps({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)})
+    assert status.active and status.pipe_dir == str(tmp_path)
+    assert "not active" in detect_mps({"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path / "none")}).describe()
+
+
+def test_slots_reuse_their_buffers_and_grow_only_when_needed():
+    writer, reader = SlotWriter("cpu"), SlotReader()
+    a = {"n_id": torch.arange(100), "x": torch.randn(100, 4)}
+    first = writer.pack(0, a)
+    assert set(first["grown"]) == {"n_id", "x"} and all(b.is_shared() for b in first["grown"].values())
+    views = reader.unpack(0, first)
+    assert torch.equal(views["n_id"], a["n_id"]) and torch.equal(views["x"], a["x"])
+    b = {"n_id": torch.arange(50) * 3, "x": torch.randn(50, 4)}
+    second = writer.pack(0, b)
+    assert second["grown"] == {}  # fits in the first batch's buffers: only shapes travel
+    views = reader.unpack(0, second)
+    assert torch.equal(views["n_id"], b["n_id"]) and torch.equal(views["x"], b["x"])
+    big = {"n_id": torch.arange(1000), "x": torch.randn(1000, 4)}
+    assert set(writer.pack(0, big)["grown"]) == {"x"}  # n_id's buffer holds 1024 ids already
+    assert writer.pack(1, b)["grown"].keys() == {"n_id", "x"}  # every slot has its own buffers
+
+
+def test_share_graph_maps_a_saved_graph_and_shares_the_rest(tmp_path):
+    graph = feature_graph()
+    graph.save(tmp_path / "g")
+    loaded = Graph.load(tmp_path / "g", mmap=True)
+    loaded.x = loaded.x * 2  # changed after loading: must travel itself, not be re-read
+    handle = share_graph(loaded)
+    assert handle.directory == str(tmp_path / "g")
+    assert set(handle.mapped) == {"indptr", "indices", "y", "train_idx"}
+    assert set(handle.shared) == {"x"} and handle.shared["x"].is_shared()
+    opened = handle.open()
+    for name in ("indptr", "indices", "x", "y", "train_idx"):
+        assert torch.equal(getattr(opened, name), getattr(loaded, name)), name
+    in_memory = share_graph(feature_graph())
+    assert in_memory.directory is None and in_memory.mapped == ()
+    assert all(t.is_shared() for t in in_memory.shared.values())
+
+
+# -- one pipeline, several runs -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """A real three-process pipeline on a saved (memory-mapped) graph, and its serial twin."""
+    directory = tmp_path_factory.mktemp("graph")
+    feature_graph().save(directory)
+    graph = Graph.load(directory, mmap=True)
+    cfg = pipeline_config(tmp_path_factory.mktemp("run"), "pipeline.depth=3",
+                          "pipeline.pace.interval=5", "pipeline.pace.patience=3")
+    serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),
+                           build_cache_for(cfg, graph, torch.device("cpu")), graph.y, "cpu")
+    source = AsyncBatches(cfg, graph, torch.device("cpu"), "bsp")
+    try:
+        yield graph, source, serial
+    finally:
+        source.close()
+    assert_gone(stage_pids(source))
+
+
+def test_pace_controller_holds_a_fast_loader_back_for_a_slow_trainer(pipeline):
+    graph, source, _ = pipeline
+    assert source.pace.limits == {"sampled": 3, "ready": 3}  # the first run of this pipeline
+    seeds = epoch_seed_batches(graph.train_idx, 8, run_seed=0, epoch=5)[:30]
+    depths = []
+    for pb in source.run(seeds, 3):
+        time.sleep(0.06)  # a slow training step
+        depths.append(source.control.depth("ready"))
+    assert max(depths) <= 3  # never more batches waiting than pipeline.depth
+    # The ready queue stayed full, so the loader was made to back off (logged as decisions).
+    assert any(d.queue == "ready" and d.new < d.old for d in source.pace.decisions)
+    assert source.pace.limits["ready"] < 3
+
+
+def test_async_batches_equal_serial_batches(pipeline):
+    graph, source, serial = pipeline
+    assert source.graph.directory is not None  # the stages re-mapped the saved file
+    for epoch in (1, 2):
+        seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=epoch)
+        n = assert_same_batches(source.run(seeds, 100 + epoch), serial.run(seeds, 100 + epoch))
+        assert n == len(seeds) == 10
+    evaluation = eval_seed_batches(torch.arange(1, 600, 2), 128)  # the last batch is smaller
+    assert assert_same_batches(source.run(evaluation, 7), serial.run(evaluation, 7)) == 3
+
+
+def test_an_abandoned_run_does_not_leak_into_the_next(pipeline):
+    graph, source, serial = pipeline
+    seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=3)
+    for step, _ in enumerate(source.run(seeds, 5)):
+        if step == 1:
+            break  # e.g. an exception in the training step
+    assert assert_same_batches(source.run(seeds[:4], 9), serial.run(seeds[:4], 9)) == 4
+
+
+def test_a_trainer_that_keeps_every_batch_gets_an_error_not_a_hang(pipeline):
+    graph, source, serial = pipeline
+    seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=4)
+    with pytest.raises(ConveyorError, match="holds all 5 prepared batches"):
+        list(source.run(seeds, 1))  # 19 batches, 5 slots
+    gc.collect()
+    assert assert_same_batches(source.run(seeds[:3], 2), serial.run(seeds[:3], 2)) == 3
+    assert stats_ok(source)
+
+
+def test_measured_sm_shares_restart_the_stages_with_their_own_percentage(pipeline):
+    """What happens under CUDA MPS, minus the GPU: after the warm-up iterations the stage
+    processes restart, each with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the measured times."""
+    graph, source, serial = pipeline
+    old_pids = stage_pids(source)
+    source._warmup = {"sampler": [], "loader": [], "trainer": []}  # as _setup_mps does under MPS
+    source.options.mps_warmup = 6
+    seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=6)
+    for _ in source.run(seeds, 4):
+        time.sleep(0.1)  # training takes longer than sampling or gathering here
+    assert source.percentages["sampler"] < 100 and source.percentages["loader"] < 100
+    assert_same_batches(source.run(seeds[:3], 8), serial.run(seeds[:3], 8))  # restarted first
+    assert set(stage_pids(source)).isdisjoint(old_pids)
+    assert_gone(old_pids)
+    for name, proc in source.processes.items():
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+        assert f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={source.percentages[name]}".encode() in environ
+
+
+def stats_ok(source) -> bool:
+    s = source.stats()
+    return s["batches"] > 0 and 0 < s["ipc_s_per_batch"] < 1 and s["iteration_s"] > 0
+
+
+# -- end to end: the same losses as serial ------------------------------------------------------
+
+def tensorboard_losses(out_dir) -> list[float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(out_dir))
+    events.Reload()
+    return [e.value for e in events.Scalars("batch/loss")], events.Tags()["scalars"]
+
+
+def train_both(tmp_path, *overrides):
+    runs = {}
+    for mode, extra in (("serial", []), ("async", ["pipeline.pace.interval=3"])):
+        out = tmp_path / mode
+        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", *extra, *overrides))
+        losses, tags = tensorboard_losses(out)
+        runs[mode] = (json.loads((out / "metrics.json").read_text()), losses, tags, out)
+    return runs["serial"], runs["async"]
+
+
+def assert_same_training(serial, piped):
+    (s_metrics, s_losses, _, _), (a_metrics, a_losses, a_tags, a_out) = serial, piped
+    assert len(a_losses) == len(s_losses) > 0  # the same number of batches
+    assert a_losses == pytest.approx(s_losses, rel=1e-5, abs=1e-6)
+    for s, a in zip(s_metrics["epochs"], a_metrics["epochs"], strict=True):
+        assert a["loss"] == pytest.approx(s["loss"], rel=1e-5)
+        for key in ("train_acc", "val_acc", "test_acc", "sampled_edges", "cache_hit_ratio", "bytes_from_host"):
+            assert a.get(key) == s.get(key), key
+    assert "test_acc" in a_metrics["epochs"][-1]
+    for tag in ("pipeline/queue/sampled", "pipeline/queue/ready", "pipeline/limit/ready",
+                "pipeline/stage_ms/sampler", "pipeline/stage_ms/trainer", "pipeline/ipc_ms"):
+        assert tag in a_tags, tag
+    log = (a_out / "run.log").read_text()
+    assert log.count("no CUDA MPS") == 1  # said once, then paced by queue depths alone
+    assert load_checkpoint(a_out)["epoch"] == len(a_metrics["epochs"])
+
+
+def test_async_training_on_cora_equals_serial(tmp_path, data_root):
+    serial, piped = train_both(tmp_path, "data=cora", f"data.root={data_root}", "trainer.epochs=2",
+                               "trainer.batch_size=32", "trainer.eval_batch_size=256")
+    assert_same_training(serial, piped)
+
+
+def test_async_training_on_synthetic_equals_serial(tmp_path, data_root):
+    serial, piped = train_both(tmp_path, "data=synthetic", "data.scale=0.005", f"data.root={data_root}",
+                               "trainer.epochs=2", "trainer.batch_size=128", "sampler.fanouts=[10,5]",
+                               "model.hidden=64", "trainer.eval_every=2", "cache=random",
+                               "cache.capacity=0.3")
+    assert_same_training(serial, piped)
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stage", ["sampler", "loader"])
+def test_a_killed_stage_stops_the_run_with_a_clear_message(tmp_path, stage):
+    graph = feature_graph()
+    source = AsyncBatches(pipeline_config(tmp_path), graph, torch.device("cpu"), "bsp")
+    pids = stage_pids(source)
+    seeds = epoch_seed_batches(graph.train_idx, 4, run_seed=0, epoch=1)  # 75 batches
+    killed = None
+    try:
+        with pytest.raises(PipelineError) as error:
+            for step, _ in enumerate(source.run(seeds, 0)):
+                if step == 3:
+                    os.kill(source.processes[stage].pid, signal.SIGKILL)
+                    killed = time.monotonic()
+                time.sleep(0.01)
+        assert time.monotonic() - killed < FAULT_DEADLINE_S
+    finally:
+        source.close()
+    assert f"the {stage} stage (process {source.processes[stage].pid}) was killed by SIGKILL" in str(error.value)
+    assert_gone(pids)
+
+
+def test_a_stage_exception_reaches_the_trainer_with_its_traceback(tmp_path):
+    graph = feature_graph()
+    graph.indices[graph.indptr[5]] = graph.num_nodes + 7  # a neighbour id past the last node
+    source = AsyncBatches(pipeline_config(tmp_path, "cache=none"), graph, torch.device("cpu"), "bsp")
+    try:
+        with pytest.raises(PipelineError) as error:
+            list(source.run([torch.tensor([5, 6, 7])], 0))
+    finally:
+        source.close()
+    message = str(error.value)
+    assert "the sampler stage" in message and "raised IndexError" in message
+    assert "Traceback (most recent call last)" in message and "samplers/bsp.py" in message
+    assert_gone(stage_pids(source))
+
+
+def test_bad_input_found_by_a_stage_is_a_clear_conveyor_error(tmp_path):
+    graph = feature_graph()
+    source = AsyncBatches(pipeline_config(tmp_path, "cache.capacity=lots"), graph, torch.device("cpu"), "bsp")
+    try:
+        with pytest.raises(ConveyorError, match="cache.capacity"):
+            list(source.run([graph.train_idx[:10]], 0))
+    finally:
+        source.close()
+    assert_gone(stage_pids(source))
+
+
+# -- interrupts ---------------------------------------------------------------------------------
+
+def shm_names(pids) -> set[str]:
+    """The /dev/shm files these processes have mapped (named semaphores, shared segments)."""
+    names = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        names.update(line.split()[-1] for line in maps.splitlines()
+                     if "/dev/shm/" in line and not line.endswith("(deleted)"))
+    return names
+
+
+@pytest.mark.parametrize("sig, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_an_interrupted_run_stops_cleanly_and_keeps_its_checkpoint(tmp_path, data_root, sig, whole_group):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or SIGTERM to the
+    trainer mid-run: a prompt non-zero exit, a loadable checkpoint, no process and no shared
+    memory left behind."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "launch.py"), "pipeline=async", "data=synthetic", "data.scale=0.005",
+         f"data.root={data_root}", "trainer.epochs=1000", "trainer.batch_size=64", "sampler.fanouts=[5,5]",
+         "model.hidden=32", "run.device=cpu", "trainer.progress=false", f"run.out_dir={out}"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        checkpoint = out / "checkpoints" / "last.pt"
+        deadline = time.monotonic() + 240
+        while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.5)  # into the next epoch
+        tree = [proc.pid] + [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(tree) >= 3, tree  # the trainer and its two stage processes (at least)
+        shared = shm_names(tree)
+        if whole_group:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, stderr[-3000:]
+    assert f"stopped by {signal.Signals(sig).name}" in stderr and "is kept" in stderr, stderr[-3000:]
+    assert load_checkpoint(out)["epoch"] >= 1
+    assert_gone(tree)
+    left = [name for name in shared if os.path.exists(name)]
+    assert not left, left

@@ -1,0 +1,222 @@
+"""The bodies of the two stage processes, the sampler and the feature loader.
+
+    trainer --jobs--> sampler --sampled--> loader --ready--> trainer
+            <--free slots--   <--free slots--
+
+A job is one `run()` call of the trainer: its seed batches and sampler seed. The sampler reseeds
+and samples the batches in order, as SerialBatches does; the loader gathers each batch's features
+(through the cache) and labels. Batches travel in recycled slots (slots.py), counters and switches
+are shared (control.py). Every wait polls the stop switch and the parent, so a stage can always
+be stopped and never outlives the trainer; an exception goes back to the trainer with its traceback.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from partition import ConveyorError
+from samplers import SampledBatch, build_sampler
+
+from ..batches import cache_delta, synchronize
+from .control import Control
+from .sharing import GraphHandle
+from .shutdown import die_with_parent, ignore_interrupts, name_process
+from .slots import SlotReader, SlotWriter
+
+POLL_S = 0.1  # longest a wait goes without looking at the stop switch and the other processes
+PACE_SLEEP_S = 0.001  # a producer at its pace limit sleeps this long before looking again
+FIT_AFTER = 3  # an auto-sized GPU cache is fitted once the trainer has done this many batches
+
+
+class Stopped(Exception):
+    """The trainer asked the stages to stop, or is gone."""
+
+
+@dataclass
+class BatchMessage:
+    """What crosses a queue per batch: where its tensors are, and what it cost so far."""
+    job: int
+    index: int
+    slot: int
+    packed: dict  # SlotWriter.pack
+    counts: List[int]  # num_nodes_per_hop
+    sample_s: float = 0.0
+    gather_s: float = 0.0
+    ipc_s: float = 0.0  # copying into and out of slots, summed over the stages so far
+    cache_hits: int = 0
+    cache_misses: int = 0
+    bytes_from_host: int = 0
+
+
+@dataclass
+class StageSpec:
+    """Everything a stage process gets (picklable: queues, shared tensors, plain options)."""
+    name: str  # "sampler" | "loader"
+    parent_pid: int
+    control: Control
+    events: Any  # SimpleQueue to the trainer: ("ready" | "log" | "error", stage, ...)
+    inbox: Any  # sampler: jobs; loader: sampled batches
+    outbox: Any  # sampler: sampled batches; loader: ready batches
+    free_slots: Any  # the slots of this stage's outbox its consumer has released
+    inbox_free: Optional[Any]  # loader: where the sampler's slots go back
+    graph: GraphHandle
+    device: str
+    threads: int
+    options: Dict[str, Any] = field(default_factory=dict)
+    die_with_parent: bool = True
+
+
+def batch_tensors(batch: SampledBatch) -> Dict[str, torch.Tensor]:
+    return {"n_id": batch.n_id, **{f"e{h}": e for h, e in enumerate(batch.edge_index_per_hop)}}
+
+
+def batch_from(views: Dict[str, torch.Tensor], counts: List[int]) -> SampledBatch:
+    hops = len(counts) - 1
+    return SampledBatch(views["n_id"], torch.tensor(counts, dtype=torch.long),
+                        [views[f"e{h}"] for h in range(hops)])
+
+
+class Stage:
+    """A stage process's view of the pipeline: bounded waits, pacing, reports to the trainer."""
+
+    def __init__(self, spec: StageSpec):
+        self.spec, self.control, self.name = spec, spec.control, spec.name
+        self.device = torch.device(spec.device)
+
+    def check(self) -> None:
+        if self.control["stop"] or os.getppid() != self.spec.parent_pid:
+            raise Stopped
+
+    def get(self, q):
+        """The next item of `q`, looking at the stop switch and the parent while waiting."""
+        while True:
+            try:
+                return q.get(timeout=POLL_S)
+            except queue.Empty:
+                self.check()
+
+    def acquire(self, out_queue: str) -> int:
+        """A free slot for the next batch, once `out_queue` is below its pace limit (the
+        TurboGNN throttle: sleep and look again). The wait counts as this stage's pace time."""
+        start = time.perf_counter()
+        next_check = start + POLL_S
+        while not self.control.has_room(out_queue):
+            time.sleep(PACE_SLEEP_S)
+            if time.perf_counter() > next_check:
+                self.check()
+                next_check += POLL_S
+        slot = self.get(self.spec.free_slots)
+        self.control.add(f"{self.name}_pace_ns", (time.perf_counter() - start) * 1e9)
+        return slot
+
+    def send(self, kind: str, *payload) -> None:
+        self.spec.events.put((kind, self.name, *payload))
+
+
+def stage_main(spec: StageSpec) -> None:
+    """Entry point of a stage process."""
+    ignore_interrupts()
+    if spec.die_with_parent:
+        die_with_parent()
+    name_process(f"conveyor:{spec.name}")
+    stage = Stage(spec)
+    for q in (spec.outbox, spec.inbox_free):  # never wait on unread data when leaving
+        if q is not None:
+            q.cancel_join_thread()
+    code = 0
+    try:
+        stage.check()  # the trainer may have died before die_with_parent took effect
+        torch.set_num_threads(spec.threads)
+        BODIES[spec.name](stage, spec.graph.open())
+    except Stopped:
+        pass
+    except BaseException as error:  # noqa: BLE001 -- everything goes back to the trainer
+        stage.send("error", os.getpid(), type(error).__name__, isinstance(error, ConveyorError),
+                    str(error), traceback.format_exc())
+        code = 1
+    # Leave at once: nothing is left to flush (events are written synchronously), and tearing
+    # down an interpreter that has imported torch takes seconds the trainer would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_sampler(stage: Stage, graph) -> None:
+    spec, control, o = stage.spec, stage.control, stage.spec.options
+    sampler = build_sampler(o["sampler"], graph, o["fanouts"], device=stage.device, seed=o["seed"])
+    writer = SlotWriter(stage.device)
+    stage.send("ready", os.getpid(), f"{o['sampler']} sampler on {stage.device}")
+    while True:
+        job, seeds, sizes, sampler_seed = stage.get(spec.inbox)
+        sampler.manual_seed(sampler_seed)
+        for index, batch_seeds in enumerate(seeds.split(sizes)):
+            if control["job"] != job:
+                break  # the trainer stopped reading this job
+            slot = stage.acquire("sampled")
+            start = time.perf_counter()
+            batch = sampler.sample(batch_seeds)
+            synchronize(stage.device)
+            sampled = time.perf_counter()
+            packed = writer.pack(slot, batch_tensors(batch))
+            message = BatchMessage(job, index, slot, packed, batch.num_nodes_per_hop.tolist(),
+                                   sample_s=sampled - start, ipc_s=time.perf_counter() - sampled)
+            control.add("sampler_busy_ns", message.sample_s * 1e9)
+            control.add("sampled")
+            spec.outbox.put(message)
+
+
+def run_loader(stage: Stage, graph) -> None:
+    from omegaconf import OmegaConf
+
+    from ..run import build_cache_for  # the cache SerialBatches would build, from the same config
+
+    spec, control = stage.spec, stage.control
+    cache = build_cache_for(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
+    fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
+    reader, writer = SlotReader(), SlotWriter(stage.device)
+    stage.send("ready", os.getpid(), repr(cache))
+    while True:
+        start = time.perf_counter()
+        message = stage.get(spec.inbox)
+        got = time.perf_counter()
+        control.add("loader_wait_ns", (got - start) * 1e9)
+        control.add("sampled_taken")
+        views = reader.unpack(message.slot, message.packed)
+        if message.job != control["job"]:  # a job the trainer stopped reading
+            del views
+            spec.inbox_free.put(message.slot)
+            continue
+        if fit_pending and control["trained"] >= FIT_AFTER:
+            fit_pending = False
+            cache.fit_to_free_memory()
+            stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")
+        unpacked = time.perf_counter()
+        slot = stage.acquire("ready")
+        begin = time.perf_counter()
+        before = cache.stats()
+        n_id = views["n_id"]
+        x = cache.gather(n_id)
+        y = graph.y[n_id[:message.counts[0]].cpu()].to(stage.device)
+        synchronize(stage.device)
+        gathered = time.perf_counter()
+        packed = writer.pack(slot, {**views, "x": x, "y": y})
+        del views, n_id
+        spec.inbox_free.put(message.slot)  # the sampler's buffers are copied: give them back
+        hits, misses, host_bytes = cache_delta(before, cache.stats())
+        message = BatchMessage(message.job, message.index, slot, packed, message.counts,
+                               message.sample_s, gathered - begin,
+                               message.ipc_s + (unpacked - got) + (time.perf_counter() - gathered),
+                               hits, misses, host_bytes)
+        control.add("loader_busy_ns", message.gather_s * 1e9)
+        control.add("loaded")
+        spec.outbox.put(message)
+
+
+BODIES = {"sampler": run_sampler, "loader": run_loader}
