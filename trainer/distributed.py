@@ -1,0 +1,450 @@
+"""Data-parallel training on K ranks with torch.distributed's DistributedDataParallel (PaGraph §3.2).
+
+Each rank trains one model replica on its own self-reliant partition: it samples, gathers and
+shuffles only its own training nodes (PaGraph's local shuffling), and DDP all-reduces the
+gradients in every backward pass. All ranks run the same number of batches per epoch, so the
+all-reduce never waits on a rank that has run out of seeds.
+
+Two ways in, both through `train_distributed(cfg)`:
+- `python launch.py run.world_size=K`: this process checks the config, makes (or reuses) the K
+  partitions, spawns K ranks on this machine (rank i on cuda:i with NCCL, or on the CPU with gloo)
+  and watches them: when one fails, it stops the others and raises with that rank's traceback.
+- `torchrun ... launch.py`: torchrun started this process as one rank; RANK, WORLD_SIZE,
+  LOCAL_RANK and MASTER_ADDR/PORT come from its environment, and torchrun watches the ranks.
+
+In the ranks, `trainer.run.train(cfg, ctx)` runs the usual loop; `RankContext` is all it needs to
+know about the others: DDP wrapping, the rank's seed batches, and the reductions that make rank 0
+report global figures. Only rank 0 writes metrics.json, TensorBoard, run.log and checkpoints.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import logging
+import math
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
+
+from partition import ConveyorError, Graph
+from partition.partitioner import SPLITS, load_or_partition
+from partition.store import load_part
+
+from .batches import STREAM_ORDER, stream_seed
+from .config import check_config, resolve_device
+from .metrics import setup_logging
+from .run import load_graph, prepare_out_dir, train
+
+log = logging.getLogger("conveyor")
+
+DEFAULT_TIMEOUT_S = 300  # a rank stuck this long in a collective fails the job (run.dist_timeout_s)
+PARTITION_TIMEOUT_S = 4 * 3600  # under torchrun, how long ranks wait for the partitioning rank
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+_PROCESS_GROUPS = []  # kept alive until the process ends (see join_group)
+
+
+class RankFailed(RuntimeError):
+    """One rank of a data-parallel run failed; the others were stopped."""
+
+
+# -- what a rank trains on ----------------------------------------------------------------------
+
+def rank_seed(run_seed: int, rank: int) -> int:
+    """Rank `rank`'s own random streams (shuffle, sampling, dropout); rank 0 keeps the run seed."""
+    return (int(run_seed) + 0x9E3779B97F4A7C15 * int(rank)) % (2**62)
+
+
+def num_batches_per_epoch(train_counts: List[int], batch_size: int) -> int:
+    """Batches every rank runs per epoch: enough for the largest partition at `batch_size`."""
+    n = math.ceil(max(train_counts) / batch_size)
+    if min(train_counts) < n:
+        raise ConveyorError(
+            f"the partitions' training-node counts {train_counts} are too uneven for "
+            f"trainer.batch_size={batch_size}: every rank must run {n} batches per epoch but one "
+            f"has only {min(train_counts)} training nodes; use fewer ranks (run.world_size) or a "
+            f"larger batch size.")
+    return n
+
+
+def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch: int,
+                      rank: int) -> List[Tensor]:
+    """This rank's training nodes shuffled for `epoch`, cut into exactly `num_batches` batches
+    (sizes differ by at most one), so that every rank steps the optimizer equally often."""
+    g = torch.Generator().manual_seed(stream_seed(rank_seed(run_seed, rank), epoch, STREAM_ORDER))
+    order = train_idx[torch.randperm(train_idx.numel(), generator=g)]
+    return list(order.tensor_split(num_batches))
+
+
+# -- partitions ----------------------------------------------------------------------------------
+
+def partition_dir(cfg, world_size: int) -> Path:
+    """Where the run's partitions live: `partition.dir`, or by default
+    `<data.root>/partitions/<data><_option value...>_K<k>_L<hops>_<method>`, the folder
+    `python -m partition` writes for the same dataset options, so parts made offline are found.
+    `load_or_partition` checks the saved graph fingerprint and settings, and partitions again
+    when they differ."""
+    if cfg.partition.get("dir"):
+        return Path(str(cfg.partition.dir)).expanduser()
+    options = OmegaConf.to_container(cfg.data, resolve=True)
+    root = Path(str(options.pop("root", None) or "~/.cache/conveyor/data")).expanduser()
+    name = options.pop("name")
+    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()))
+    return (root / "partitions" /
+            f"{name}{suffix}_K{world_size}_L{len(cfg.sampler.fanouts)}_{cfg.partition.method}")
+
+
+def make_partitions(cfg, world_size: int) -> Path:
+    """Load the dataset and partition it for `world_size` ranks, unless that is already on disk."""
+    graph = load_graph(cfg.data)
+    directory = partition_dir(cfg, world_size)
+    parts = load_or_partition(graph, world_size, len(cfg.sampler.fanouts), str(cfg.partition.method),
+                              directory, seed=int(cfg.partition.get("seed", 0)),
+                              splits=list(cfg.partition.get("splits") or SPLITS))
+    log.info("%d partitions in %s: training nodes %s", world_size, directory,
+             [int(p.graph.train_idx.numel()) for p in parts])
+    return directory
+
+
+# -- one rank ------------------------------------------------------------------------------------
+
+class QuietRecorder:
+    """The recorder of ranks other than 0: keeps the history, writes nothing."""
+
+    def __init__(self, history):
+        self.epochs = list(history or [])
+
+    def scalar(self, tag, value, step) -> None:
+        pass
+
+    def epoch(self, record: dict) -> None:
+        self.epochs.append(record)
+
+    def write(self, final) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# Per-epoch figures that add up over ranks, and those that are means over the seeds trained;
+# any other number (stage times, hit ratios) is averaged over the ranks.
+SUMMED = ("seeds", "sampled_edges", "bytes_from_host", "hits", "misses")
+PER_SEED = ("loss", "train_acc")
+
+
+@dataclass
+class RankContext:
+    """What `train()` needs to know when it runs as one rank of `world_size`."""
+    rank: int
+    world_size: int
+    device: torch.device
+    graph: Graph  # this rank's partition, in local ids
+    node_ids: Tensor  # global id of each local node
+    num_batches: int  # training batches per epoch, the same on every rank
+    ddp: Optional[DistributedDataParallel] = None
+
+    def wrap(self, model):
+        """DDP over `model` (rank 0's initial weights are broadcast to every rank)."""
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(model, device_ids=ids)
+        return self.ddp
+
+    def rank_seed(self, run_seed: int) -> int:
+        return rank_seed(run_seed, self.rank)
+
+    def seed_batches(self, run_seed: int, epoch: int) -> List[Tensor]:
+        return rank_seed_batches(self.graph.train_idx, self.num_batches, run_seed, epoch, self.rank)
+
+    def prepare_out_dir(self, cfg):
+        """Rank 0 checks run.out_dir and reads the checkpoint; every rank resumes from it."""
+        payload = [None]
+        if self.rank == 0:
+            try:
+                payload = [prepare_out_dir(cfg)]
+            except ConveyorError as error:
+                payload = [error]
+        dist.broadcast_object_list(payload, src=0)  # on the current CUDA device under NCCL
+        if isinstance(payload[0], ConveyorError):
+            raise payload[0]
+        return payload[0]
+
+    def quiet_recorder(self, history) -> QuietRecorder:
+        return QuietRecorder(history)
+
+    def reduce_epoch(self, stats: dict) -> dict:
+        """One epoch's figures over all ranks: summed counts, per-seed means, mean times."""
+        leaves = sorted(_numeric_leaves(stats))
+        seeds = stats["seeds"]
+        totals = self.all_reduce([v * seeds if path[-1] in PER_SEED else v for path, v in leaves])
+        all_seeds = max(totals[[path for path, _ in leaves].index(("seeds",))], 1.0)
+        out = copy.deepcopy(stats)
+        for (path, local), total in zip(leaves, totals):
+            key = path[-1]
+            value = (total if key in SUMMED else total / all_seeds if key in PER_SEED
+                     else total / self.world_size)
+            _set_leaf(out, path, round(value) if isinstance(local, int) else value)
+        return out
+
+    def global_accuracy(self, acc: float, seen: int) -> tuple[float, int]:
+        """Accuracy over every rank's evaluated nodes, from this rank's (accuracy, node count)."""
+        correct, total = self.all_reduce([round(acc * seen), seen])
+        return correct / max(total, 1.0), int(total)
+
+    def all_reduce(self, values: List[float]) -> List[float]:
+        """Element-wise sums over the ranks (float64: counts stay exact up to 2**53)."""
+        on = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        tensor = torch.tensor(values, dtype=torch.float64, device=on)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def _numeric_leaves(stats: dict, prefix=()):
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            yield from _numeric_leaves(value, prefix + (key,))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield prefix + (key,), value
+
+
+def _set_leaf(tree: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        tree = tree[key]
+    tree[path[-1]] = value
+
+
+def rank_device(cfg, local_rank: int, local_world_size: int) -> torch.device:
+    """cuda:<local rank> when training on GPUs (one GPU per rank), else the CPU."""
+    device = resolve_device(cfg.run.device)
+    if device.type != "cuda":
+        return device
+    if device.index is not None:
+        raise ConveyorError(f"run.device={cfg.run.device} names one GPU, but with several ranks "
+                            f"rank i uses cuda:i; use run.device=cuda (or auto), and "
+                            f"CUDA_VISIBLE_DEVICES to choose the GPUs.")
+    if local_world_size > torch.cuda.device_count():
+        raise ConveyorError(f"{local_world_size} ranks on this machine but only "
+                            f"{torch.cuda.device_count()} CUDA devices are visible, and each rank "
+                            f"needs its own GPU: lower run.world_size (or torchrun's "
+                            f"--nproc-per-node), or train on the CPU with run.device=cpu.")
+    return torch.device("cuda", local_rank)
+
+
+def join_group(cfg, rank: int, world_size: int, local_rank: int, local_world_size: int) -> torch.device:
+    """Join the process group (MASTER_ADDR/PORT from the environment); return this rank's device."""
+    device = rank_device(cfg, local_rank, local_world_size)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    # The ranks on one machine share its cores; more threads than cores each would thrash.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+    timeout = datetime.timedelta(seconds=float(cfg.run.get("dist_timeout_s") or DEFAULT_TIMEOUT_S))
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank,
+                            world_size=world_size, timeout=timeout)
+    # DDP's reducer must never hold the last reference to the process group: freeing the group
+    # there joins gloo's threads with the GIL held, while a thread that has just finished the
+    # last all-reduce may still need the GIL to release its tensors, and the rank never exits.
+    _PROCESS_GROUPS.append(dist.group.WORLD)
+    if rank == 0:  # rank 0 logs for everyone; the others speak only when something is wrong
+        setup_logging(Path(cfg.run.out_dir))
+    else:
+        quiet_logging(rank)
+    return device
+
+
+def quiet_logging(rank: int) -> None:
+    root = logging.getLogger("conveyor")
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"[rank {rank}] %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    root.propagate = False
+
+
+def rank_context(cfg, rank: int, world_size: int, device: torch.device, part_dir: Path) -> RankContext:
+    """Load this rank's partition and agree with the others on the batches per epoch."""
+    part = load_part(part_dir, rank)
+    counts = [None] * world_size
+    dist.all_gather_object(counts, int(part.graph.train_idx.numel()))
+    num_batches = num_batches_per_epoch(counts, int(cfg.trainer.batch_size))
+    log.info("rank %d/%d on %s: %r, %d training nodes, %d batches per epoch", rank, world_size,
+             device, part.graph, counts[rank], num_batches)
+    return RankContext(rank, world_size, device, part.graph, part.node_ids, num_batches)
+
+
+def run_rank(cfg, rank: int, world_size: int, local_rank: int, local_world_size: int,
+             part_dir: Optional[Path] = None, after=None) -> dict:
+    """One rank's whole run: join, find its partition, train, leave. Without `part_dir`
+    (torchrun), the first rank of each machine makes or finds the partitions while the others
+    wait. `after(ctx, final)`, if given, sees the rank once it has trained (tests use it)."""
+    device = join_group(cfg, rank, world_size, local_rank, local_world_size)
+    try:
+        if part_dir is None:
+            part_dir = _partitions_from_local_leader(cfg, rank, world_size, local_rank)
+        ctx = rank_context(cfg, rank, world_size, device, part_dir)
+        final = train(cfg, ctx)
+        if after is not None:
+            after(ctx, final)
+        return final
+    finally:
+        dist.destroy_process_group()
+
+
+def _partitions_from_local_leader(cfg, rank: int, world_size: int, local_rank: int) -> Path:
+    # Partitioning a large graph can take far longer than a collective may hang, so the wait
+    # happens on a side group with its own timeout.
+    group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=PARTITION_TIMEOUT_S))
+    mine = str(make_partitions(cfg, world_size)) if local_rank == 0 else None
+    dirs = [None] * world_size
+    dist.all_gather_object(dirs, mine, group=group)
+    dist.destroy_process_group(group)
+    return Path(dirs[rank - local_rank])  # torchrun numbers each machine's ranks consecutively
+
+
+# -- spawning and watching K ranks on this machine -----------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawned_rank(rank: int, cfg, world_size: int, port: int, part_dir: str, notes: str, after) -> None:
+    """A child process's whole life. A failed rank leaves its error in `notes/rank<r>.json` for
+    the parent and leaves with os._exit: its interpreter teardown could wait on peers or on
+    process-group threads that will never answer."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    try:
+        run_rank(cfg, rank, world_size, rank, world_size, Path(part_dir), after)
+        return
+    except ConveyorError as error:  # bad input: the parent raises it as such, without traceback
+        code, note = 2, {"input": str(error)}
+    except BaseException:
+        code, note = 1, {"traceback": traceback.format_exc()}
+    tmp = Path(notes) / f".rank{rank}.json"
+    tmp.write_text(json.dumps(note))
+    os.replace(tmp, Path(notes) / f"rank{rank}.json")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def spawn_ranks(cfg, world_size: int, part_dir: Path, after=None) -> None:
+    """Run `world_size` ranks as child processes and watch them: as soon as one exits with an
+    error, stop the others and raise with that rank's traceback (or the signal that killed it)."""
+    with tempfile.TemporaryDirectory(prefix="conveyor-ranks-") as notes:
+        ranks = mp.start_processes(_spawned_rank, (cfg, world_size, free_port(), str(part_dir),
+                                                   notes, after),
+                                   nprocs=world_size, join=False, start_method="spawn")
+        try:
+            failed = _wait_for_failure(ranks.processes)
+            if failed:
+                _stop(ranks.processes)
+                raise _failure(ranks.processes, failed, Path(notes))
+        finally:
+            _stop(ranks.processes)  # only still running if this process was interrupted
+
+
+def _wait_for_failure(procs) -> List[int]:
+    """Block until all ranks exited cleanly (returns []) or some failed (returns their ranks)."""
+    pending = {p.sentinel: i for i, p in enumerate(procs)}
+    while pending:
+        ready = [pending.pop(s) for s in multiprocessing.connection.wait(list(pending))]
+        for i in ready:
+            procs[i].join()  # the sentinel closes a moment before the exit code is known
+        failed = [i for i in ready if procs[i].exitcode != 0]
+        if failed:
+            return failed
+    return []
+
+
+def _stop(procs, grace_s: float = 5.0) -> None:
+    """SIGTERM the ranks still running, SIGKILL those still there after `grace_s`."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _failure(procs, failed: List[int], notes: Path) -> Exception:
+    """The error to raise for the rank that failed first: one that died without a note (killed
+    by a signal), else the one that wrote its note first (the others usually failed because it
+    did, in a collective that lost its peer)."""
+    paths = {i: notes / f"rank{i}.json" for i in failed}
+    first = min(failed, key=lambda i: paths[i].stat().st_mtime if paths[i].exists() else 0.0)
+    proc = procs[first]
+    who = f"rank {first} of {len(procs)} (pid {proc.pid})"
+    note = json.loads(paths[first].read_text()) if paths[first].exists() else {}
+    if "input" in note:  # a ConveyorError: launch.py prints it plainly
+        return ConveyorError(f"{who}: {note['input']}")
+    if "traceback" in note:
+        return RankFailed(f"{who} failed, so the other ranks were stopped. Its traceback:\n"
+                          f"{note['traceback']}")
+    code = proc.exitcode
+    how = (f"was killed by signal {signal.Signals(-code).name}" if code < 0 else
+           f"exited with code {code} (its own output above says why)")
+    return RankFailed(f"{who} {how}, so the other ranks were stopped.")
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+def torchrun_env() -> Optional[dict]:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE when torchrun started this process."""
+    if not all(v in os.environ for v in TORCHRUN_VARS):
+        return None
+    world = int(os.environ["WORLD_SIZE"])
+    return {"rank": int(os.environ["RANK"]), "world_size": world,
+            "local_rank": int(os.environ["LOCAL_RANK"]),
+            "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", world))}
+
+
+def train_distributed(cfg: DictConfig, after=None) -> dict:
+    """Train on run.world_size ranks (or on torchrun's); return rank 0's `final` figures.
+    `after(ctx, final)`, a picklable function, runs in every rank once it has trained."""
+    # Resolve once, here: `${now:...}` in run.out_dir must name the same folder on every rank.
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    check_config(cfg)
+    env = torchrun_env()
+    if env is not None:
+        return _train_torchrun(cfg, env, after)
+    world_size = int(cfg.run.world_size)
+    rank_device(cfg, 0, world_size)  # fail here, not in K children, if the GPUs do not suffice
+    prepare_out_dir(cfg)  # the check rank 0 makes again: never overwrite a run without resume
+    setup_logging(Path(cfg.run.out_dir))
+    part_dir = make_partitions(cfg, world_size)
+    spawn_ranks(cfg, world_size, part_dir, after)
+    return json.loads((Path(cfg.run.out_dir) / "metrics.json").read_text())["final"]
+
+
+def _train_torchrun(cfg, env: dict, after=None) -> dict:
+    from torch.distributed.elastic.multiprocessing.errors import record
+    configured = int(cfg.run.world_size)
+    if configured > 1 and configured != env["world_size"]:
+        raise ConveyorError(f"run.world_size={configured} but torchrun started "
+                            f"{env['world_size']} ranks (WORLD_SIZE); leave run.world_size at 1 "
+                            f"or make the two agree.")
+    # torchrun supervises the ranks; @record puts this rank's traceback in its error summary.
+    return record(run_rank)(cfg, env["rank"], env["world_size"], env["local_rank"],
+                            env["local_world_size"], None, after)
