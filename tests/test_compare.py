@@ -1,0 +1,118 @@
+"""`mode=compare`: conveyor beside the PyG reference on cora, 2 seeds, a few epochs."""
+import json
+import re
+
+import matplotlib.image
+import numpy as np
+import pytest
+import torch_geometric.typing as pyg_typing
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from partition import ConveyorError
+from tests.configs import make_config
+from trainer import run
+from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION
+
+EPOCHS, SEEDS = 3, 2
+HAS_SAMPLING = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
+
+
+def cora_cfg(data_root, out_dir, *extra):
+    return make_config("mode=compare", "data=cora", f"data.root={data_root}", f"run.out_dir={out_dir}",
+                       f"trainer.epochs={EPOCHS}", f"compare.seeds={SEEDS}", "run.seed=0", *extra)
+
+
+@pytest.fixture(scope="module")
+def comparison(data_root, tmp_path_factory):
+    if not HAS_SAMPLING:
+        pytest.skip("PyG's NeighborLoader needs torch_sparse or pyg-lib (pip install conveyor[pyg])")
+    out_dir = tmp_path_factory.mktemp("compare")
+    result = run(cora_cfg(data_root, out_dir))
+    return out_dir, result
+
+
+def test_outputs_exist_and_are_consistent(comparison):
+    out_dir, result = comparison
+    assert json.loads((out_dir / "comparison.json").read_text()) == result
+    assert result["seeds"] == [0, 1] and result["epochs"] == EPOCHS
+    for name in SYSTEMS:
+        runs = result["systems"][name]["runs"]
+        assert [r["seed"] for r in runs] == [0, 1]
+        for r in runs:
+            assert (out_dir / name / f"seed{r['seed']}" / "metrics.json").exists()
+            assert r["epoch"] == list(range(1, EPOCHS + 1))
+            for key in ("val_acc", "test_acc", "train_acc"):
+                assert len(r[key]) == EPOCHS and all(0 <= a <= 1 for a in r[key])
+            assert np.all(np.diff([0.0] + r["train_time_s"]) > 0)
+        # Different seeds really train differently (the seed reached both systems).
+        assert runs[0]["loss"] != runs[1]["loss"]
+        summary = result["systems"][name]["summary"]
+        assert summary["final_test_acc"]["mean"] == pytest.approx(np.mean([r["test_acc"][-1] for r in runs]))
+        final_val = [r["val_acc"][-1] for r in runs]
+        assert summary["final_val_acc"]["std"] == pytest.approx(np.std(final_val, ddof=1))
+    pyg_mean = np.mean([r["val_acc"] for r in result["systems"]["pyg"]["runs"]], axis=0)
+    assert result["target_val_acc"] == pytest.approx(TARGET_FRACTION * pyg_mean.max())
+    # The reference's best mean val acc is above 0.98 of itself: some pyg run reaches the target.
+    assert result["systems"]["pyg"]["summary"]["time_to_target_s"]["n"] >= 1
+    image = matplotlib.image.imread(out_dir / "comparison.png")
+    assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 400
+
+
+def test_table_matches_json(comparison):
+    out_dir, result = comparison
+    rows = {}
+    for line in (out_dir / "comparison.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] in SYSTEMS:
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == set(SYSTEMS)
+    for name in SYSTEMS:
+        summary = result["systems"][name]["summary"]
+        assert len(rows[name]) == len(COLUMNS)
+        for cell, (_, key, decimals) in zip(rows[name], COLUMNS):
+            stat = summary[key]
+            if stat["mean"] is None:
+                assert cell == "not reached"
+                continue
+            mean, std = map(float, re.match(r"([\d.]+) ± ([\d.]+)", cell).groups())
+            assert mean == pytest.approx(stat["mean"], abs=0.51 * 10 ** -decimals)
+            assert std == pytest.approx(stat["std"], abs=0.51 * 10 ** -decimals)
+            assert cell.endswith(f"({stat['n']}/{SEEDS})") == (stat["n"] < SEEDS)
+
+
+def test_tensorboard_overlays_both_systems(comparison):
+    out_dir, result = comparison
+    tb_dir = out_dir / "tensorboard"
+    assert sorted(p.name for p in tb_dir.iterdir()) == sorted(f"{n}_seed{s}" for n in SYSTEMS for s in (0, 1))
+    for name in SYSTEMS:
+        for r in result["systems"][name]["runs"]:
+            events = EventAccumulator(str(tb_dir / f"{name}_seed{r['seed']}"))
+            events.Reload()
+            val = events.Scalars("compare/val_acc")
+            assert [e.step for e in val] == r["epoch"]
+            assert [e.value for e in val] == pytest.approx(r["val_acc"], abs=1e-6)
+            by_time = events.Scalars("compare/val_acc_by_train_ms")
+            assert [e.step for e in by_time] == [round(1000 * t) for t in r["train_time_s"]]
+
+
+def test_refuses_an_out_dir_that_holds_a_comparison(comparison, data_root):
+    out_dir, _ = comparison
+    with pytest.raises(ConveyorError, match="already holds a comparison"):
+        run(cora_cfg(data_root, out_dir))
+
+
+@pytest.mark.parametrize("override, message", [("compare.seeds=0", "compare.seeds"),
+                                                ("compare.target_val_acc=1.5", "target_val_acc"),
+                                                ("run.world_size=2", "world_size=1")])
+def test_bad_compare_options(tmp_path, override, message):
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    with pytest.raises(ConveyorError, match=message):
+        run(cora_cfg(tmp_path / "data", tmp_path / "out", override))
+
+
+def test_missing_sampling_backend_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(pyg_typing, "WITH_PYG_LIB", False)
+    monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", False)
+    with pytest.raises(ConveyorError, match="pip install --no-build-isolation torch_sparse torch_scatter"):
+        run(cora_cfg(tmp_path / "data", tmp_path / "out"))

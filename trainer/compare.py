@@ -1,0 +1,247 @@
+"""`mode=compare`: conveyor beside the plain PyG reference, on the same data, config and seeds.
+
+Runs both systems for `compare.seeds` seeds (run.seed, run.seed + 1, ...) and writes into
+`run.out_dir`:
+  conveyor/seed<s>/, pyg/seed<s>/   each run's own metrics.json and TensorBoard files (conveyor's: checkpoints)
+  tensorboard/<system>_seed<s>/     both systems' curves under the same tags, so TensorBoard overlays them
+  comparison.json, comparison.md    per-run curves, per-system summaries, the table
+  comparison.png                    validation accuracy against epoch and against training time
+
+Training time is the sum of the epochs' training times (sampling, feature gathering and model
+steps; evaluation excluded, as both systems evaluate identically). The time-to-accuracy target is
+`compare.target_val_acc`, or when null 0.98 x the best epoch of the reference's mean validation curve.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from partition import ConveyorError
+
+from .config import resolve_device
+from .metrics import setup_logging
+from .reference import require_neighbor_sampling, train_reference
+
+log = logging.getLogger("conveyor")
+
+SYSTEMS = ("conveyor", "pyg")
+TARGET_FRACTION = 0.98  # of the reference's best mean val acc, when compare.target_val_acc is null
+CURVE_KEYS = ("loss", "train_acc", "val_acc", "test_acc", "epoch_time_s")
+
+
+def compare(cfg) -> dict:
+    """Run both systems for every seed, then write and print the comparison; return comparison.json's dict."""
+    require_neighbor_sampling()
+    num_seeds, target = _check(cfg)
+    from .run import load_graph, train
+    out_dir = Path(cfg.run.out_dir)
+    setup_logging(out_dir)
+    device = resolve_device(cfg.run.device)
+    graph = load_graph(cfg.data)
+    if graph.val_idx is None or graph.val_idx.numel() == 0:
+        raise ConveyorError(f"dataset {cfg.data.name!r} has no validation split; mode=compare plots and "
+                            f"targets validation accuracy, so give it val_idx.")
+    log.info("comparing conveyor with the PyG reference on %r, %d seeds; output %s", graph, num_seeds,
+             out_dir)
+
+    seeds = [int(cfg.run.seed) + i for i in range(num_seeds)]
+    runs = {name: [] for name in SYSTEMS}
+    for seed in seeds:
+        conveyor_dir = out_dir / "conveyor" / f"seed{seed}"
+        train(_seed_cfg(cfg, seed, conveyor_dir))
+        setup_logging(out_dir)  # train() pointed the log file at its own directory
+        runs["conveyor"].append(_curves(seed, json.loads((conveyor_dir / "metrics.json").read_text())))
+        pyg = train_reference(_seed_cfg(cfg, seed, out_dir / "pyg" / f"seed{seed}"), graph,
+                              out_dir / "pyg" / f"seed{seed}", device)
+        runs["pyg"].append(_curves(seed, pyg))
+
+    result = summarise(runs, target)
+    result.update({"data": str(cfg.data.name), "model": str(cfg.model.name),
+                   "fanouts": [int(f) for f in cfg.sampler.fanouts],
+                   "batch_size": int(cfg.trainer.batch_size),
+                   "epochs": int(cfg.trainer.epochs), "seeds": seeds, "device": str(device)})
+    write_tensorboard(out_dir / "tensorboard", runs)
+    (out_dir / "comparison.json").write_text(json.dumps(result, indent=1))
+    table = markdown_table(result)
+    (out_dir / "comparison.md").write_text(table)
+    plot(result, out_dir / "comparison.png")
+    print(table)
+    log.info("comparison written to %s (comparison.md, comparison.json, comparison.png, tensorboard/)",
+             out_dir)
+    return result
+
+
+def _check(cfg) -> tuple[int, float | None]:
+    seeds = cfg.compare.get("seeds", 3)
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ConveyorError(f"compare.seeds must be a positive integer (runs per system), got {seeds!r}.")
+    target = cfg.compare.get("target_val_acc")
+    if target is not None and not (isinstance(target, (int, float)) and 0 < target <= 1):
+        raise ConveyorError(f"compare.target_val_acc must be an accuracy in (0, 1] or null (0.98 x the "
+                            f"reference's best mean validation accuracy), got {target!r}.")
+    if int(cfg.run.world_size) != 1:
+        raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
+    if cfg.run.resume:
+        raise ConveyorError("mode=compare cannot resume; drop run.resume=true and choose a new run.out_dir.")
+    out_dir = Path(cfg.run.out_dir)
+    if any((out_dir / name).exists() for name in ("comparison.json",) + SYSTEMS):
+        raise ConveyorError(f"run.out_dir={out_dir} already holds a comparison; choose another run.out_dir.")
+    return seeds, None if target is None else float(target)
+
+
+def _seed_cfg(cfg, seed: int, out_dir: Path):
+    """The same config with this run's seed and output directory."""
+    run_cfg = copy.deepcopy(cfg)
+    run_cfg.run.seed, run_cfg.run.out_dir, run_cfg.mode = seed, str(out_dir), "train"
+    return run_cfg
+
+
+def _curves(seed: int, metrics: dict) -> dict:
+    """One run's evaluated epochs as parallel lists, with the training time accumulated up to each."""
+    epochs = metrics["epochs"]
+    train_time = np.cumsum([e["epoch_time_s"] for e in epochs])
+    evaluated = [i for i, e in enumerate(epochs) if "val_acc" in e]
+    curves = {"seed": seed, "epoch": [epochs[i]["epoch"] for i in evaluated],
+              "train_time_s": [float(train_time[i]) for i in evaluated]}
+    for key in CURVE_KEYS:
+        curves[key] = [epochs[i].get(key) for i in evaluated]
+    # The median resists the stalls of a shared machine and the first epoch's warm-up.
+    curves["median_epoch_time_s"] = float(np.median([e["epoch_time_s"] for e in epochs]))
+    curves["final"] = metrics["final"]
+    return curves
+
+
+def _mean_std(values) -> dict:
+    """Mean and sample standard deviation over seeds (0 for one seed); None when there is nothing."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "std": None, "n": 0}
+    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return {"mean": float(np.mean(values)), "std": std, "n": len(values)}
+
+
+def _reach(curves: dict, target: float) -> tuple[int | None, float | None]:
+    """(epoch, training time) of the first evaluation at or above `target`, or (None, None)."""
+    for epoch, time_s, acc in zip(curves["epoch"], curves["train_time_s"], curves["val_acc"]):
+        if acc is not None and acc >= target:
+            return epoch, time_s
+    return None, None
+
+
+def summarise(runs: dict, target: float | None) -> dict:
+    """Per-system summaries and the target (when None: 0.98 x the reference's best mean val acc)."""
+    source = "compare.target_val_acc"
+    if target is None:
+        target = TARGET_FRACTION * float(np.mean([r["val_acc"] for r in runs["pyg"]], axis=0).max())
+        source = f"{TARGET_FRACTION} x the reference's best mean val acc"
+    systems = {}
+    for name in SYSTEMS:
+        for curves in runs[name]:
+            curves["epochs_to_target"], curves["time_to_target_s"] = _reach(curves, target)
+        systems[name] = {
+            "runs": runs[name],
+            "summary": {
+                "final_val_acc": _mean_std(r["val_acc"][-1] for r in runs[name]),
+                "final_test_acc": _mean_std(r["test_acc"][-1] for r in runs[name]),
+                "best_val_acc": _mean_std(max(r["val_acc"]) for r in runs[name]),
+                "epoch_time_s": _mean_std(r["median_epoch_time_s"] for r in runs[name]),
+                "epochs_to_target": _mean_std(r["epochs_to_target"] for r in runs[name]),
+                "time_to_target_s": _mean_std(r["time_to_target_s"] for r in runs[name]),
+            }}
+    c, p = systems["conveyor"]["summary"], systems["pyg"]["summary"]
+    ratios = {key: _ratio(c[key]["mean"], p[key]["mean"]) for key in ("epoch_time_s", "time_to_target_s")}
+    return {"target_val_acc": float(target), "target_source": source, "systems": systems,
+            "conveyor_over_pyg": ratios}
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+# The table's columns: (header, summary key, decimals).
+COLUMNS = (("final val acc", "final_val_acc", 4), ("final test acc", "final_test_acc", 4),
+           ("best val acc", "best_val_acc", 4), ("median epoch time (s)", "epoch_time_s", 3),
+           ("epochs to target", "epochs_to_target", 1), ("time to target (s)", "time_to_target_s", 3))
+
+
+def format_cell(stat: dict, decimals: int, num_runs: int) -> str:
+    """`mean ± std`, with `(k/n)` when only k of the n runs contributed (e.g. reached the target)."""
+    if stat["mean"] is None:
+        return "not reached"
+    cell = f"{stat['mean']:.{decimals}f} ± {stat['std']:.{decimals}f}"
+    return cell if stat["n"] == num_runs else f"{cell} ({stat['n']}/{num_runs})"
+
+
+def markdown_table(result: dict) -> str:
+    num_runs = len(result["seeds"])
+    lines = [f"# conveyor vs PyG reference: data={result['data']}, model={result['model']}",
+             "",
+             f"fanouts {result['fanouts']}, batch size {result['batch_size']}, {result['epochs']} epochs, "
+             f"seeds {result['seeds']}, device {result['device']}; mean ± sample std over seeds. "
+             f"Target val acc {result['target_val_acc']:.4f} ({result['target_source']}); "
+             f"times are training time (evaluation excluded).",
+             "",
+             "| system | " + " | ".join(header for header, _, _ in COLUMNS) + " |",
+             "|---|" + "---|" * len(COLUMNS)]
+    for name in SYSTEMS:
+        summary = result["systems"][name]["summary"]
+        cells = [format_cell(summary[key], decimals, num_runs) for _, key, decimals in COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    ratios = result["conveyor_over_pyg"]
+    lines += ["", "conveyor / pyg: median epoch time " + _fmt_ratio(ratios["epoch_time_s"]) +
+              ", time to target " + _fmt_ratio(ratios["time_to_target_s"]), ""]
+    return "\n".join(lines)
+
+
+def _fmt_ratio(value) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def write_tensorboard(tb_dir: Path, runs: dict) -> None:
+    """Every run's curves under the same tags in `tb_dir/<system>_seed<s>`, so they overlay.
+
+    `compare/<key>` is indexed by epoch; `compare/val_acc_by_train_ms` by the training time in
+    milliseconds, and the events' wall time is also the training time, so TensorBoard's
+    "relative" axis reads as time-to-accuracy.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+    base = time.time()
+    for name in SYSTEMS:
+        for curves in runs[name]:
+            with SummaryWriter(log_dir=str(tb_dir / f"{name}_seed{curves['seed']}")) as writer:
+                for i, epoch in enumerate(curves["epoch"]):
+                    walltime = base + curves["train_time_s"][i]
+                    for key in CURVE_KEYS:
+                        if curves[key][i] is not None:
+                            writer.add_scalar(f"compare/{key}", curves[key][i], epoch, walltime=walltime)
+                    writer.add_scalar("compare/val_acc_by_train_ms", curves["val_acc"][i],
+                                      round(1000 * curves["train_time_s"][i]), walltime=walltime)
+
+
+def plot(result: dict, path: Path) -> None:
+    """Validation accuracy against epoch and against training time: mean over seeds, ± std band."""
+    from matplotlib.figure import Figure  # no pyplot: renders with Agg, no display needed
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    by_epoch, by_time = fig.subplots(1, 2, sharey=True)
+    for name, colour in zip(SYSTEMS, ("tab:blue", "tab:orange")):
+        runs = result["systems"][name]["runs"]
+        acc = np.array([r["val_acc"] for r in runs], dtype=float)
+        mean, std = acc.mean(0), acc.std(0)
+        for ax, x in ((by_epoch, np.array(runs[0]["epoch"])),
+                      (by_time, np.mean([r["train_time_s"] for r in runs], axis=0))):
+            ax.plot(x, mean, color=colour, marker="o", markersize=3, label=name)
+            ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.2, linewidth=0)
+    for ax, xlabel in ((by_epoch, "epoch"), (by_time, "training time (s)")):
+        ax.axhline(result["target_val_acc"], color="grey", linestyle="--", linewidth=1, label="target")
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    by_epoch.set_ylabel("validation accuracy")
+    by_epoch.legend(loc="lower right")
+    fig.suptitle(f"{result['data']} · {result['model']} · {len(result['seeds'])} seeds "
+                 f"(mean ± std) · {result['device']}")
+    fig.savefig(path, dpi=110)

@@ -1,0 +1,176 @@
+"""The plain PyG reference that `mode=compare` sets beside conveyor.
+
+It trains the way PyG's own ogbn-products example does (`examples/ogbn_products_sage.py`): a
+`NeighborLoader` over the training nodes with the run's fanouts and batch size, PyG's stock models
+(`GraphSAGE`, `GCN`, `MLP`), Adam, cross-entropy on the seeds. Everything it is given comes from
+the same config as conveyor's run. One deliberate change from the example: val/test are evaluated
+the way conveyor's trainer does it (sampled subgraphs with the same fanouts, batches of
+`trainer.eval_batch_size`, the same subgraphs every epoch) instead of full-neighbourhood
+layer-wise inference, so that both systems are measured with the same ruler.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from partition import ConveyorError, Graph
+
+from .metrics import RunRecorder
+
+log = logging.getLogger("conveyor")
+
+
+def require_neighbor_sampling() -> None:
+    """NeighborLoader samples with pyg-lib or torch_sparse; fail early, with the fix, if neither is here."""
+    import torch_geometric.typing as pyg_typing
+    if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+        raise ConveyorError("mode=compare trains a PyG reference with NeighborLoader, which needs "
+                            "torch_sparse or pyg-lib, and neither is installed. Install them with "
+                            "`pip install --no-build-isolation torch_sparse torch_scatter` after torch "
+                            "(the extra conveyor[pyg]), or pyg-lib from data.pyg.org for your torch build.")
+
+
+class ReferenceModel(torch.nn.Module):
+    """One of PyG's stock models (`GraphSAGE`, `GCN`, `MLP`), sized like conveyor's `SampledGNN`
+    (relu, then dropout, between layers; `model.input_dropout` on the raw features first)."""
+
+    def __init__(self, cfg_model, in_dim: int, out_dim: int, num_layers: int):
+        super().__init__()
+        from torch_geometric.nn import GCN, MLP, GraphSAGE
+        kind, hidden = str(cfg_model.name), int(cfg_model.hidden)
+        dropout = float(cfg_model.get("dropout", 0.5))
+        self.input_dropout = float(cfg_model.get("input_dropout", 0.0))
+        self.graph_free = kind == "mlp"
+        if kind == "sage":
+            self.gnn = GraphSAGE(in_dim, hidden, num_layers, out_dim, dropout=dropout)
+        elif kind == "gcn":
+            self.gnn = GCN(in_dim, hidden, num_layers, out_dim, dropout=dropout)
+        elif kind == "mlp":  # no batch norm: conveyor's MLP has none either
+            self.gnn = MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim,
+                           num_layers=num_layers, dropout=dropout, norm=None)
+        else:
+            raise ConveyorError(f"unknown model {kind!r}; choose one of sage, gcn, mlp (e.g. model=sage).")
+
+    def forward(self, batch):
+        """Logits of the batch's seeds (the first `batch_size` nodes of a NeighborLoader batch).
+
+        With pyg-lib the loader reports how many nodes each hop added, and PyG trims the subgraph
+        layer by layer (the message-flow-graph computation of PyG's example); with torch_sparse it
+        does not, and every layer runs on the whole sampled subgraph, as in most PyG examples.
+        """
+        x = batch.x[:batch.batch_size] if self.graph_free else batch.x
+        x = F.dropout(x, p=self.input_dropout, training=self.training)
+        if self.graph_free:
+            return self.gnn(x)
+        if getattr(batch, "num_sampled_nodes", None) is not None:
+            out = self.gnn(x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                           num_sampled_edges_per_hop=batch.num_sampled_edges)
+        else:
+            out = self.gnn(x, batch.edge_index)
+        return out[:batch.batch_size]
+
+
+def to_pyg_data(graph: Graph):
+    from torch_geometric.data import Data
+    return Data(x=graph.x, y=graph.y, edge_index=graph.edge_index(), num_nodes=graph.num_nodes)
+
+
+def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
+    """Train the reference for `trainer.epochs` with seed `run.seed`; write `metrics.json` and
+    TensorBoard scalars into `out_dir` in the same shape as conveyor's trainer; return
+    metrics.json's `epochs` and `final`, and the trained `model`."""
+    require_neighbor_sampling()
+    seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
+    fanouts = [int(f) for f in cfg.sampler.fanouts]
+    eval_every, progress = int(cfg.trainer.get("eval_every", 1)), bool(cfg.trainer.progress)
+    torch.manual_seed(seed)  # model init, the loader's shuffle, dropout and torch_sparse's sampling
+    model = ReferenceModel(cfg.model, graph.x.size(1), int(graph.num_classes), len(fanouts)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
+                                 weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
+    data = to_pyg_data(graph)
+    with warnings.catch_warnings():  # PyG nags about pyg-lib when it samples with torch_sparse
+        warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
+        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts)
+
+    recorder = RunRecorder(out_dir, OmegaConf.to_container(cfg, resolve=True))
+    run_start = time.perf_counter()
+    best = {"val_acc": -1.0, "test_acc": None, "epoch": None}
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        record = {"epoch": epoch, **_train_epoch(model, optimizer, train_loader, device,
+                                                  progress, f"pyg epoch {epoch}/{epochs}")}
+        record["epoch_time_s"] = time.perf_counter() - t0
+        if epoch % eval_every == 0 or epoch == epochs:
+            t1 = time.perf_counter()
+            # The same subgraphs every epoch, without disturbing the training's random stream.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed + 1_000_003)
+                for split, loader in eval_loaders.items():
+                    record[f"{split}_acc"] = _evaluate(model, loader, device)
+            record["eval_time_s"] = time.perf_counter() - t1
+            if record.get("val_acc", -1.0) > best["val_acc"]:
+                best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
+        log.info("pyg epoch %d: loss %.4f train %.4f val %s test %s | %.2fs", epoch, record["loss"],
+                 record["train_acc"], _fmt(record.get("val_acc")), _fmt(record.get("test_acc")),
+                 record["epoch_time_s"])
+        recorder.epoch(record)
+    last = recorder.epochs[-1]
+    final = {"epochs": epochs, "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
+             "train_acc": last["train_acc"], "loss": last["loss"], "best_val_acc": best["val_acc"],
+             "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
+             "mean_epoch_time_s": sum(e["epoch_time_s"] for e in recorder.epochs) / epochs,
+             "wall_time_s": time.perf_counter() - run_start}
+    recorder.write(final)
+    recorder.close()
+    return {"epochs": recorder.epochs, "final": final, "model": model}
+
+
+def _loaders(cfg, graph: Graph, data, fanouts):
+    """Training batches as in PyG's example; val/test batches as conveyor's trainer evaluates."""
+    from torch_geometric.loader import NeighborLoader
+    train_loader = NeighborLoader(data, num_neighbors=fanouts, batch_size=int(cfg.trainer.batch_size),
+                                  input_nodes=graph.train_idx, shuffle=True)
+    eval_loaders = {split: NeighborLoader(data, num_neighbors=fanouts, input_nodes=idx, shuffle=False,
+                                          batch_size=int(cfg.trainer.eval_batch_size))
+                    for split in ("val", "test")
+                    if (idx := getattr(graph, f"{split}_idx")) is not None and idx.numel() > 0}
+    return train_loader, eval_loaders
+
+
+def _train_epoch(model, optimizer, loader, device, progress: bool, desc: str) -> dict:
+    model.train()
+    loss_sum = correct = seen = 0
+    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+        batch = batch.to(device)
+        y = batch.y[:batch.batch_size]
+        out = model(batch)
+        loss = F.cross_entropy(out, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_sum += loss.item() * y.numel()
+        correct += int((out.argmax(-1) == y).sum())
+        seen += y.numel()
+    return {"loss": loss_sum / max(seen, 1), "train_acc": correct / max(seen, 1)}
+
+
+@torch.no_grad()
+def _evaluate(model, loader, device) -> float:
+    model.eval()
+    correct = seen = 0
+    for batch in loader:
+        batch = batch.to(device)
+        y = batch.y[:batch.batch_size]
+        correct += int((model(batch).argmax(-1) == y).sum())
+        seen += y.numel()
+    return correct / max(seen, 1)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
