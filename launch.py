@@ -21,7 +21,7 @@ def _interrupt(signum, frame):
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    from trainer import run
+    from trainer.run import run
     from trainer.checkpoint import CHECKPOINT
 
     signal.signal(signal.SIGTERM, _interrupt)

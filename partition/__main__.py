@@ -1,88 +1,72 @@
-"""Offline partitioning: `python -m partition data=synthetic data.scale=0.01 num_parts=4`.
+"""Offline partitioning with the run's own config:
 
-Arguments are `key=value` tokens (values parsed as YAML: `splits=[train,val]`):
-  data=NAME          dataset for `partition.datasets.load_dataset` (required)
-  data.KEY=VALUE     its options, e.g. data.scale=0.01 data.seed=0; data.root=DIR (default
-                     $CONVEYOR_DATA_ROOT or ~/.cache/conveyor/data)
-  num_parts=K        one part per data-parallel rank (required)
-  num_hops=3         sampled hops (len(sampler.fanouts))
-  method=pagraph     pagraph | random | metis
-  seed=0             stream order, tie-breaks, rebalancing
-  splits=[train,val,test]  splits distributed with their neighbourhoods
-  out=DIR            default <data root>/partitions/<data>_K<k>_L<hops>_<method>
-  force=false        repartition even when matching parts are already in `out`
-Prints the per-part table; parts already in `out` for the same graph and settings are reused.
+    python -m partition data=products num_parts=4
+    python -m partition data=synthetic data.scale=0.1 num_parts=8 partition=random sampler.fanouts=[10,10]
+
+`num_parts=K` (required) and `force=true` (partition again even when matching parts exist) are
+this command's own; every other argument is a Hydra override of conf/, as for `launch.py`: `data=`
+and `data.*` pick the graph, `sampler.fanouts` sets the hops (L = its length), `partition=` the
+method and `partition.*` its seed, splits and folder. The parts go where `launch.py
+run.world_size=K` with the same overrides looks for them, so that run reuses them.
 """
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
 
-import yaml
-
 from .errors import ConveyorError
-from .partitioner import (SPLITS, format_report, matches, partition_info, partition_report,
-                          partition_to_disk)
-from .store import read_header
 
-DEFAULT_ROOT = "~/.cache/conveyor/data"
-KEYS = ("data", "num_parts", "num_hops", "method", "seed", "splits", "out", "force")
-USAGE = ("usage: python -m partition data=NAME [data.KEY=VALUE ...] num_parts=K [num_hops=3] "
-         "[method=pagraph|random|metis] [seed=0] [splits=[train,val,test]] [out=DIR] [force=false]")
+CONF = Path(__file__).resolve().parent.parent / "conf"
+USAGE = ("usage: python -m partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
+         "[sampler.fanouts=[15,10,5]] [partition=pagraph|random|metis] [partition.dir=DIR]")
 
 
-def parse(tokens) -> dict:
-    args = {"data_options": {}, "num_hops": 3, "method": "pagraph", "seed": 0,
-            "splits": list(SPLITS), "out": None, "force": False}
+def parse(tokens) -> tuple[int, bool, list]:
+    num_parts, force, overrides = None, False, []
     for token in tokens:
-        key, sep, text = token.partition("=")
-        if not sep or not key:
+        key, sep, value = token.partition("=")
+        if key in ("-h", "--help"):
+            raise ConveyorError(USAGE)
+        if not sep:
             raise ConveyorError(f"argument {token!r} is not key=value. {USAGE}")
-        value = yaml.safe_load(text) if text else None
-        if key.startswith("data."):
-            args["data_options"][key[len("data."):]] = value
-        elif key in KEYS:
-            args[key] = value
+        if key == "num_parts":
+            if not value.isdigit() or int(value) < 1:
+                raise ConveyorError(f"num_parts must be an integer >= 1 (one part per data-parallel "
+                                    f"rank), got {value!r}.")
+            num_parts = int(value)
+        elif key == "force":
+            force = value.lower() in ("true", "1", "yes")
         else:
-            raise ConveyorError(f"unknown argument {key!r}; the keys are {', '.join(KEYS)} and "
-                                f"data.OPTION. {USAGE}")
-    for key in ("data", "num_parts"):
-        if args.get(key) is None:
-            raise ConveyorError(f"missing {key}=...; {USAGE}")
-    return args
+            overrides.append(token)
+    if num_parts is None:
+        raise ConveyorError(f"missing num_parts=K (the number of data-parallel ranks). {USAGE}")
+    return num_parts, force, overrides
 
 
-def default_out(root: Path, args: dict) -> Path:
-    options = "".join(f"_{k}{v}" for k, v in sorted(args["data_options"].items()))
-    return (root / "partitions" /
-            f"{args['data']}{options}_K{args['num_parts']}_L{args['num_hops']}_{args['method']}")
+def compose(overrides: list):
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base=None):
+            return hydra_compose(config_name="config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConveyorError(f"bad argument: {error}. {USAGE}") from None
 
 
 def main(tokens) -> int:
-    args = parse(tokens)
-    from .datasets import load_dataset
+    num_parts, force, overrides = parse(tokens)
+    cfg = compose(overrides)
+    from .configured import make_partitions
+    from .partitioner import format_report
 
-    options = dict(args["data_options"])
-    root = Path(str(options.pop("root", None) or os.environ.get("CONVEYOR_DATA_ROOT") or
-                    DEFAULT_ROOT)).expanduser()
-    start = time.perf_counter()
-    graph = load_dataset(str(args["data"]), root=root, **options)
-    print(f"loaded {graph} in {time.perf_counter() - start:.1f} s", flush=True)
-    args["data_options"] = options
-    out = Path(str(args["out"])).expanduser() if args["out"] else default_out(root, args)
-    num_parts, num_hops = args["num_parts"], args["num_hops"]
-    method, seed, splits = str(args["method"]), args["seed"], list(args["splits"] or [])
-    wanted = partition_info(graph, num_parts, num_hops, method, seed, splits)
-    header = read_header(out)
-    if not args["force"] and matches(header, wanted):
-        print(format_report(partition_report(header["parts"])))
-        print(f"reused the parts in {out} (force=true to partition again)")
-        return 0
-    report = partition_to_disk(graph, num_parts, num_hops, method, out, seed, splits, info=wanted)
+    directory, report, reused = make_partitions(cfg, num_parts, force)
     print(format_report(report))
-    print(f"wrote {num_parts} parts to {out}")
+    print(f"reused the parts in {directory} (force=true to partition again)" if reused
+          else f"wrote {num_parts} parts to {directory}")
     return 0
 
 
@@ -90,5 +74,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except ConveyorError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"conveyor: error: {error}", file=sys.stderr)
         sys.exit(2)

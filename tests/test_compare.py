@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from partition import ConveyorError
 from tests.configs import make_config
-from trainer import run
+from trainer.run import run
 from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION
 
 EPOCHS, SEEDS = 3, 2

@@ -304,20 +304,42 @@ def test_graph_without_training_nodes():
         partition_graph(graph, 2, 2)
 
 
-def test_command_line_writes_then_reuses(data_root, synthetic_small, tmp_path, capsys):
-    from partition.__main__ import main
+def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp_path, capsys):
+    """`python -m partition` takes the run's own overrides and writes where a run with
+    run.world_size=K looks, so that run finds the parts and does not partition again."""
+    from partition.__main__ import compose, main
+    from trainer.distributed import make_partitions
 
-    args = ["data=synthetic", "data.scale=0.002", f"data.root={data_root}", "num_parts=3",
-            "num_hops=2", "method=random", f"out={tmp_path / 'parts'}"]
-    assert main(args) == 0
+    overrides = ["data=synthetic", "data.scale=0.002", f"data.root={data_root}",
+                 "sampler.fanouts=[5,5]", "partition=random", f"partition.dir={tmp_path / 'parts'}"]
+    assert main(["num_parts=3", *overrides]) == 0
     printed = capsys.readouterr().out
     assert "replication factor" in printed and "wrote 3 parts" in printed
     parts = load_parts(tmp_path / "parts")
+    assert [p.info["num_hops"] for p in parts] == [2, 2, 2] and parts[0].info["method"] == "random"
     counts = [p.graph.train_idx.numel() for p in parts]
     assert sum(counts) == synthetic_small.train_idx.numel() and max(counts) - min(counts) <= 1
     assert torch.equal(parts[1].graph.x, synthetic_small.x[parts[1].node_ids])
-    assert main(args) == 0 and "reused" in capsys.readouterr().out
-    with pytest.raises(ConveyorError, match="unknown argument"):
-        main(args + ["parts=3"])
+    stamp = (tmp_path / "parts" / "partition.json").stat().st_mtime_ns
+    assert main(["num_parts=3", *overrides]) == 0 and "reused" in capsys.readouterr().out
+    cfg = compose(["run.world_size=3", *overrides])
+    assert make_partitions(cfg, 3) == tmp_path / "parts"
+    assert (tmp_path / "parts" / "partition.json").stat().st_mtime_ns == stamp  # found, not redone
     with pytest.raises(ConveyorError, match="missing num_parts"):
         main(["data=synthetic"])
+    with pytest.raises(ConveyorError, match="num_parts must be"):
+        main(["num_parts=two"])
+    with pytest.raises(ConveyorError, match="bad argument"):
+        main(["num_parts=2", "data=imagenet"])
+
+
+def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
+    from partition.__main__ import compose
+    from partition.configured import partition_dir
+
+    base = ["data=synthetic", f"data.root={data_root}"]
+    folders = {partition_dir(compose(base + extra), k) for extra, k in [
+        ([], 2), ([], 4), (["data.scale=0.5"], 2), (["partition=metis"], 2),
+        (["sampler.fanouts=[5,5]"], 2)]}
+    assert len(folders) == 5
+    assert all(f.parent == Path(data_root) / "partitions" for f in folders)

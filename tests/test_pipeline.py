@@ -18,7 +18,7 @@ import torch
 from partition import ConveyorError, Graph
 from samplers import build_sampler
 from tests.configs import REPO, make_config
-from trainer import train
+from trainer.run import train
 from trainer.batches import SerialBatches, epoch_seed_batches, eval_seed_batches
 from trainer.checkpoint import load_checkpoint
 from trainer.run import build_cache_for

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.configs import make_config
-from trainer import train
+from trainer.run import train
 
 
 def run(tmp_path, name, *overrides):

@@ -1,4 +1,6 @@
-"""Stage 3: owns a run (processes, queues, models, logging). Imports partition, samplers, cache."""
-from .run import run, train
+"""Stage 3: owns a run (processes, queues, models, logging). Imports partition, samplers, cache.
 
-__all__ = ["run", "train"]
+Entry points: `trainer.run.run(cfg)` (what launch.py calls) and `trainer.run.train(cfg)`. Nothing
+is imported here, so the pipeline's stage processes, which import `trainer.pipeline`, start
+without loading the models (PyG) they never use.
+"""

@@ -43,13 +43,13 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from partition import ConveyorError, Graph
-from partition.partitioner import SPLITS, load_or_partition
+from partition.configured import make_partitions as configured_partitions
 from partition.store import load_part
 
 from .batches import STREAM_ORDER, stream_seed
 from .config import check_config, resolve_device
 from .metrics import setup_logging
-from .run import load_graph, prepare_out_dir, train
+from .run import prepare_out_dir, train
 
 log = logging.getLogger("conveyor")
 
@@ -93,31 +93,12 @@ def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch:
 
 # -- partitions ----------------------------------------------------------------------------------
 
-def partition_dir(cfg, world_size: int) -> Path:
-    """Where the run's partitions live: `partition.dir`, or by default
-    `<data.root>/partitions/<data><_option value...>_K<k>_L<hops>_<method>`, the folder
-    `python -m partition` writes for the same dataset options, so parts made offline are found.
-    `load_or_partition` checks the saved graph fingerprint and settings, and partitions again
-    when they differ."""
-    if cfg.partition.get("dir"):
-        return Path(str(cfg.partition.dir)).expanduser()
-    options = OmegaConf.to_container(cfg.data, resolve=True)
-    root = Path(str(options.pop("root", None) or "~/.cache/conveyor/data")).expanduser()
-    name = options.pop("name")
-    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()))
-    return (root / "partitions" /
-            f"{name}{suffix}_K{world_size}_L{len(cfg.sampler.fanouts)}_{cfg.partition.method}")
-
-
 def make_partitions(cfg, world_size: int) -> Path:
-    """Load the dataset and partition it for `world_size` ranks, unless that is already on disk."""
-    graph = load_graph(cfg.data)
-    directory = partition_dir(cfg, world_size)
-    parts = load_or_partition(graph, world_size, len(cfg.sampler.fanouts), str(cfg.partition.method),
-                              directory, seed=int(cfg.partition.get("seed", 0)),
-                              splits=list(cfg.partition.get("splits") or SPLITS))
-    log.info("%d partitions in %s: training nodes %s", world_size, directory,
-             [int(p.graph.train_idx.numel()) for p in parts])
+    """The run's partitions on disk (made now, or found from an earlier run or `python -m partition`)."""
+    directory, report, reused = configured_partitions(cfg, world_size)
+    if reused:
+        log.info("%d partitions reused from %s: training nodes %s", world_size, directory,
+                 [row["train"] for row in report["parts"]])
     return directory
 
 

@@ -24,21 +24,8 @@ log = logging.getLogger("conveyor")
 
 
 def load_graph(cfg_data) -> Graph:
-    from partition.datasets import load_dataset
-    options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
-               if k not in ("name", "root", "normalize_features")}
-    root = cfg_data.get("root")
-    root = None if root is None else os.path.expanduser(str(root))
-    graph = load_dataset(str(cfg_data.name), root=root, **options)
-    if graph.x is None or graph.y is None:
-        raise ConveyorError(f"dataset {cfg_data.name!r} has no node features or labels; training "
-                            f"needs both.")
-    if cfg_data.get("normalize_features", False):  # as PyG's NormalizeFeatures: rows sum to 1
-        graph.x = graph.x / graph.x.sum(1, keepdim=True).clamp(min=1e-12)
-    if graph.train_idx is None or graph.train_idx.numel() == 0:
-        raise ConveyorError(f"dataset {cfg_data.name!r} has an empty training split; give it "
-                            f"training nodes (train_idx) to train on.")
-    return graph
+    from partition.datasets import load_configured
+    return load_configured(cfg_data)
 
 
 def build_cache_for(cfg, graph: Graph, device: torch.device):

@@ -49,4 +49,28 @@ def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
     return load_synthetic(root, **options)
 
 
-__all__ = ["DATASETS", "load_dataset"]
+def load_configured(cfg_data) -> Graph:
+    """The graph a run's `data` config describes (conf/data/*.yaml): `name`, `root`, the loader's
+    options, and `normalize_features`; checked to have features, labels and training nodes.
+    Training, `python -m partition` and the comparison all load through here, so they agree on
+    the graph (and a saved partitioning's fingerprint matches)."""
+    from omegaconf import OmegaConf
+    import os
+
+    options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
+               if k not in ("name", "root", "normalize_features")}
+    root = cfg_data.get("root")
+    root = None if root is None else os.path.expanduser(str(root))
+    graph = load_dataset(str(cfg_data.name), root=root, **options)
+    if graph.x is None or graph.y is None:
+        raise ConveyorError(f"dataset {cfg_data.name!r} has no node features or labels; training "
+                            f"needs both.")
+    if cfg_data.get("normalize_features", False):  # as PyG's NormalizeFeatures: rows sum to 1
+        graph.x = graph.x / graph.x.sum(1, keepdim=True).clamp(min=1e-12)
+    if graph.train_idx is None or graph.train_idx.numel() == 0:
+        raise ConveyorError(f"dataset {cfg_data.name!r} has an empty training split; give it "
+                            f"training nodes (train_idx) to train on.")
+    return graph
+
+
+__all__ = ["DATASETS", "load_configured", "load_dataset"]

@@ -1,0 +1,48 @@
+"""Partitions for a run's config: where they live and how they are made, shared by training with
+`run.world_size=K` and the offline `python -m partition`, so parts made offline are found."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Dict, Tuple
+
+from omegaconf import OmegaConf
+
+from .datasets import load_configured
+from .partitioner import SPLITS, matches, partition_info, partition_report, partition_to_disk
+from .store import read_header
+
+log = logging.getLogger("conveyor")
+
+
+def partition_dir(cfg, world_size: int) -> Path:
+    """`partition.dir`, or by default
+    `<data.root>/partitions/<data><_option value...>_K<k>_L<hops>_<method>`. The saved graph
+    fingerprint and settings are checked on reuse, so a stale folder is partitioned again."""
+    if cfg.partition.get("dir"):
+        return Path(str(cfg.partition.dir)).expanduser()
+    options = OmegaConf.to_container(cfg.data, resolve=True)
+    root = Path(str(options.pop("root", None) or "~/.cache/conveyor/data")).expanduser()
+    name = options.pop("name")
+    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()))
+    return (root / "partitions" /
+            f"{name}{suffix}_K{world_size}_L{len(cfg.sampler.fanouts)}_{cfg.partition.method}")
+
+
+def make_partitions(cfg, world_size: int, force: bool = False) -> Tuple[Path, Dict, bool]:
+    """Partition the configured graph for `world_size` ranks (L = len(sampler.fanouts)) into
+    `partition_dir`, unless a matching partitioning is there already (and not `force`).
+    Returns (folder, report, reused)."""
+    graph = load_configured(cfg.data)
+    directory = partition_dir(cfg, world_size)
+    method, num_hops = str(cfg.partition.method), len(cfg.sampler.fanouts)
+    seed, splits = int(cfg.partition.get("seed", 0)), list(cfg.partition.get("splits") or SPLITS)
+    wanted = partition_info(graph, world_size, num_hops, method, seed, splits)
+    header = read_header(directory)
+    if not force and matches(header, wanted):
+        return directory, partition_report(header["parts"]), True
+    report = partition_to_disk(graph, world_size, num_hops, method, directory, seed, splits,
+                               info=wanted)
+    log.info("%d partitions in %s: training nodes %s", world_size, directory,
+             [row["train"] for row in report["parts"]])
+    return directory, report, False
