@@ -9,8 +9,7 @@ from typing import Dict, Tuple
 from omegaconf import OmegaConf
 
 from .datasets import load_configured
-from .partitioner import SPLITS, matches, partition_info, partition_report, partition_to_disk
-from .store import read_header
+from .partitioner import SPLITS, ensure_partitioned
 
 log = logging.getLogger("conveyor")
 
@@ -33,16 +32,12 @@ def make_partitions(cfg, world_size: int, force: bool = False) -> Tuple[Path, Di
     """Partition the configured graph for `world_size` ranks (L = len(sampler.fanouts)) into
     `partition_dir`, unless a matching partitioning is there already (and not `force`).
     Returns (folder, report, reused)."""
-    graph = load_configured(cfg.data)
     directory = partition_dir(cfg, world_size)
-    method, num_hops = str(cfg.partition.method), len(cfg.sampler.fanouts)
-    seed, splits = int(cfg.partition.get("seed", 0)), list(cfg.partition.get("splits") or SPLITS)
-    wanted = partition_info(graph, world_size, num_hops, method, seed, splits)
-    header = read_header(directory)
-    if not force and matches(header, wanted):
-        return directory, partition_report(header["parts"]), True
-    report = partition_to_disk(graph, world_size, num_hops, method, directory, seed, splits,
-                               info=wanted)
-    log.info("%d partitions in %s: training nodes %s", world_size, directory,
-             [row["train"] for row in report["parts"]])
-    return directory, report, False
+    report, reused = ensure_partitioned(
+        load_configured(cfg.data), world_size, len(cfg.sampler.fanouts),
+        str(cfg.partition.method), directory, int(cfg.partition.get("seed", 0)),
+        list(cfg.partition.get("splits") or SPLITS), force)
+    if not reused:
+        log.info("%d partitions in %s: training nodes %s", world_size, directory,
+                 [row["train"] for row in report["parts"]])
+    return directory, report, reused

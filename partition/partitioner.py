@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -394,14 +394,24 @@ def matches(header: Optional[Dict], wanted: Dict) -> bool:
                                        "splits"))
 
 
-def load_or_partition(graph: Graph, num_parts: int, num_hops: int, method: str = "pagraph",
-                      directory=None, seed: int = 0, splits: Sequence[str] = SPLITS) -> List[Part]:
-    """The parts saved in `directory` when they were made from this graph (same fingerprint)
-    with these settings; otherwise partition now, save, and return them (memory-mapped)."""
+def ensure_partitioned(graph: Graph, num_parts: int, num_hops: int, method: str, directory,
+                       seed: int = 0, splits: Sequence[str] = SPLITS,
+                       force: bool = False) -> Tuple[Dict, bool]:
+    """Partition into `directory` unless it already holds parts made from this graph (same
+    fingerprint) with these settings (and not `force`). Returns (report, reused)."""
     if directory is None:
-        raise ConveyorError("load_or_partition needs a directory to keep the partitions in.")
+        raise ConveyorError("partitions need a directory to be kept in.")
     check_request(graph, num_parts, num_hops, method, splits)
     wanted = partition_info(graph, num_parts, num_hops, method, seed, splits)
-    if not matches(read_header(directory), wanted):
-        partition_to_disk(graph, num_parts, num_hops, method, directory, seed, splits, info=wanted)
+    header = read_header(directory)
+    if not force and matches(header, wanted):
+        return partition_report(header["parts"]), True
+    return partition_to_disk(graph, num_parts, num_hops, method, directory, seed, splits,
+                             info=wanted), False
+
+
+def load_or_partition(graph: Graph, num_parts: int, num_hops: int, method: str = "pagraph",
+                      directory=None, seed: int = 0, splits: Sequence[str] = SPLITS) -> List[Part]:
+    """`ensure_partitioned`, then the parts, memory-mapped."""
+    ensure_partitioned(graph, num_parts, num_hops, method, directory, seed, splits)
     return load_parts(directory)
