@@ -62,3 +62,13 @@ def fan_rank_counts(batch: SampledBatch, degree: int, hop: int = 1) -> torch.Ten
     keep = centre % (degree + 1) == 0
     rank = n_id[src[keep]] - centre[keep] - 1
     return torch.bincount(rank, minlength=degree)
+
+
+# Seeds every sampler must refuse (on a 300-node graph), and a word its error must contain.
+BAD_SEEDS = [
+    (torch.tensor([1, 2, 2]), "unique"),
+    (torch.tensor([1, 400]), "0..299"),
+    (torch.tensor([-1, 2]), "0..299"),
+    (torch.tensor([[1, 2]]), "1-D"),
+    (torch.tensor([1.0, 2.0]), "integer"),
+]

@@ -5,7 +5,7 @@ from scipy import stats
 from partition import ConveyorError
 from samplers import build_sampler
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
-from tests.sampler_checks import assert_valid_batch, fan_rank_counts
+from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fan_rank_counts
 
 GRAPHS = {
     "random": lambda: random_graph(),
@@ -80,13 +80,7 @@ def test_hops_draw_independently():
     assert 1.15 < overlap < 1.35, overlap  # sd of the mean is about 0.025
 
 
-@pytest.mark.parametrize("seeds, words", [
-    (torch.tensor([1, 2, 2]), "unique"),
-    (torch.tensor([1, 400]), "0..299"),
-    (torch.tensor([-1, 2]), "0..299"),
-    (torch.tensor([[1, 2]]), "1-D"),
-    (torch.tensor([1.0, 2.0]), "integer"),
-])
+@pytest.mark.parametrize("seeds, words", BAD_SEEDS)
 def test_bad_seeds(seeds, words):
     sampler = build_sampler("bsp", random_graph(), [5])
     with pytest.raises(ConveyorError, match=words):

@@ -23,7 +23,7 @@ from samplers import fused, fused_kernel  # noqa: E402
 from samplers.fused import FusedSampler, canonical_order  # noqa: E402
 from tests.graphs import (chain_graph, complete_in_graph, power_law_graph, random_graph,  # noqa: E402
                           star_graph, with_isolated)
-from tests.sampler_checks import assert_valid_batch  # noqa: E402
+from tests.sampler_checks import BAD_SEEDS, assert_valid_batch  # noqa: E402
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(
@@ -216,13 +216,7 @@ def test_overflow_reruns_with_bigger_buffers(device):
     assert small.num_launches == launches + 1
 
 
-@pytest.mark.parametrize("seeds, words", [
-    (torch.tensor([1, 2, 2]), "unique"),
-    (torch.tensor([1, 400]), "0..299"),
-    (torch.tensor([-1, 2]), "0..299"),
-    (torch.tensor([[1, 2]]), "1-D"),
-    (torch.tensor([1.0, 2.0]), "integer"),
-])
+@pytest.mark.parametrize("seeds, words", BAD_SEEDS)
 def test_bad_seeds(seeds, words):
     sampler = build_sampler("fused", random_graph(), [5], device="cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ConveyorError, match=words):

@@ -60,11 +60,15 @@ def _node_ids(directory: Path, name: str, value: torch.Tensor, n: int) -> torch.
     if value.dtype.is_floating_point or value.dim() != 1:
         raise ConveyorError(f"{name} in {directory} must be a 1-D tensor of integer node ids or a "
                             f"boolean mask, got dtype {value.dtype} and shape {tuple(value.shape)}.")
-    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= n):
-        raise ConveyorError(f"{name} in {directory} holds node ids in [{int(value.min())}, "
-                            f"{int(value.max())}], outside 0..{n - 1} (the graph has {n} nodes, "
-                            f"the rows of x).")
+    _check_range(directory, name, value, n)
     return value.long()
+
+
+def _check_range(directory: Path, name: str, ids: torch.Tensor, n: int) -> None:
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ConveyorError(f"{name} in {directory} holds node ids in [{int(ids.min())}, "
+                            f"{int(ids.max())}], outside 0..{n - 1}: the graph has {n} nodes "
+                            f"(the rows of x).")
 
 
 def load_custom(path: str | Path | None, undirected: bool = False,
@@ -88,10 +92,7 @@ def load_custom(path: str | Path | None, undirected: bool = False,
     if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
         raise ConveyorError(f"edge_index in {directory} must hold integer node ids, got "
                             f"{edge_index.dtype}.")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
-        raise ConveyorError(f"edge_index in {directory} holds node ids in [{int(edge_index.min())}, "
-                            f"{int(edge_index.max())}], outside 0..{n - 1}: the graph has {n} nodes "
-                            f"(the rows of x).")
+    _check_range(directory, "edge_index", edge_index, n)
     if y.shape != (n,) or y.dtype.is_floating_point or y.dtype == torch.bool:
         raise ConveyorError(f"y in {directory} must be 1-D integer labels, one per node (shape "
                             f"[{n}], as x has {n} rows), got dtype {y.dtype} and shape "
