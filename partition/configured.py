@@ -37,7 +37,6 @@ def make_partitions(cfg, world_size: int, force: bool = False) -> Tuple[Path, Di
         load_configured(cfg.data), world_size, len(cfg.sampler.fanouts),
         str(cfg.partition.method), directory, int(cfg.partition.get("seed", 0)),
         list(cfg.partition.get("splits") or SPLITS), force)
-    if not reused:
-        log.info("%d partitions in %s: training nodes %s", world_size, directory,
-                 [row["train"] for row in report["parts"]])
+    log.info("%d partitions %s %s: training nodes %s", world_size,
+             "reused from" if reused else "made in", directory, [row["train"] for row in report["parts"]])
     return directory, report, reused

@@ -48,7 +48,7 @@ from torch import Tensor
 from .errors import ConveyorError
 from .expansion import Adjacency, closure_subgraph, hop_distances, in_neighbour_chunks
 from .graph import Graph
-from .store import Part, graph_fingerprint, load_part, load_parts, read_header, save_parts
+from .store import Part, graph_fingerprint, load_parts, read_header, save_parts
 
 METHODS = ("pagraph", "random", "metis")
 SPLITS = ("train", "val", "test")

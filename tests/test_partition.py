@@ -308,7 +308,7 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
     """`python -m partition` takes the run's own overrides and writes where a run with
     run.world_size=K looks, so that run finds the parts and does not partition again."""
     from partition.__main__ import compose, main
-    from trainer.distributed import make_partitions
+    from partition.configured import make_partitions
 
     overrides = ["data=synthetic", "data.scale=0.002", f"data.root={data_root}",
                  "sampler.fanouts=[5,5]", "partition=random", f"partition.dir={tmp_path / 'parts'}"]
@@ -323,7 +323,8 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
     stamp = (tmp_path / "parts" / "partition.json").stat().st_mtime_ns
     assert main(["num_parts=3", *overrides]) == 0 and "reused" in capsys.readouterr().out
     cfg = compose(["run.world_size=3", *overrides])
-    assert make_partitions(cfg, 3) == tmp_path / "parts"
+    directory, _, reused = make_partitions(cfg, 3)
+    assert directory == tmp_path / "parts" and reused
     assert (tmp_path / "parts" / "partition.json").stat().st_mtime_ns == stamp  # found, not redone
     with pytest.raises(ConveyorError, match="missing num_parts"):
         main(["data=synthetic"])

@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from partition import ConveyorError, Graph
-from partition.configured import make_partitions as configured_partitions
+from partition.configured import make_partitions
 from partition.store import load_part
 
 from .batches import STREAM_ORDER, stream_seed
@@ -89,17 +89,6 @@ def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch:
     g = torch.Generator().manual_seed(stream_seed(rank_seed(run_seed, rank), epoch, STREAM_ORDER))
     order = train_idx[torch.randperm(train_idx.numel(), generator=g)]
     return list(order.tensor_split(num_batches))
-
-
-# -- partitions ----------------------------------------------------------------------------------
-
-def make_partitions(cfg, world_size: int) -> Path:
-    """The run's partitions on disk (made now, or found from an earlier run or `python -m partition`)."""
-    directory, report, reused = configured_partitions(cfg, world_size)
-    if reused:
-        log.info("%d partitions reused from %s: training nodes %s", world_size, directory,
-                 [row["train"] for row in report["parts"]])
-    return directory
 
 
 # -- one rank ------------------------------------------------------------------------------------
@@ -291,7 +280,7 @@ def _partitions_from_local_leader(cfg, rank: int, world_size: int, local_rank: i
     # Partitioning a large graph can take far longer than a collective may hang, so the wait
     # happens on a side group with its own timeout.
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=PARTITION_TIMEOUT_S))
-    mine = str(make_partitions(cfg, world_size)) if local_rank == 0 else None
+    mine = str(make_partitions(cfg, world_size)[0]) if local_rank == 0 else None
     dirs = [None] * world_size
     dist.all_gather_object(dirs, mine, group=group)
     dist.destroy_process_group(group)
@@ -414,7 +403,7 @@ def train_distributed(cfg: DictConfig, after=None) -> dict:
     rank_device(cfg, 0, world_size)  # fail here, not in K children, if the GPUs do not suffice
     prepare_out_dir(cfg)  # the check rank 0 makes again: never overwrite a run without resume
     setup_logging(Path(cfg.run.out_dir))
-    part_dir = make_partitions(cfg, world_size)
+    part_dir = make_partitions(cfg, world_size)[0]
     spawn_ranks(cfg, world_size, part_dir, after)
     return json.loads((Path(cfg.run.out_dir) / "metrics.json").read_text())["final"]
 

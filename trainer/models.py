@@ -6,7 +6,6 @@ Because every hop's node set is a prefix of the next, target ids are valid sourc
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, SAGEConv
