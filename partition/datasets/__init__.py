@@ -12,7 +12,10 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from ..errors import ConveyorError
 from ..graph import Graph
@@ -54,9 +57,6 @@ def load_configured(cfg_data) -> Graph:
     options, and `normalize_features`; checked to have features, labels and training nodes.
     Training, `python -m partition` and the comparison all load through here, so they agree on
     the graph (and a saved partitioning's fingerprint matches)."""
-    from omegaconf import OmegaConf
-    import os
-
     options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
                if k not in ("name", "root", "normalize_features")}
     root = cfg_data.get("root")
