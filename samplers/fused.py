@@ -12,15 +12,23 @@ stream position, node, hop), so the rerun draws the same batch.
 Randomness: Philox keyed by the sampler's seed; each mini-batch takes the next position of the
 stream, so `sample_many([a, b])` draws exactly what `sample(a); sample(b)` would, and
 `manual_seed(s)` rewinds the stream (a seed reproduces its batches). On CUDA the *order* of ids
-within a hop (and of edges) depends on thread timing while the sampled subgraph does not; pass
-`deterministic=True` to sort them (ids within a hop by global id, as bsp; edges by target, then
-neighbour), for bit-identical batches at the cost of a few sorts.
+within a hop (and of edges) depends on thread timing while the sampled subgraph does not; so by
+default (`deterministic=True`, `sampler.deterministic` in the config) each batch is put in a
+canonical order (ids within a hop by global id, as bsp; edges by target, then neighbour): the
+same seed gives bit-identical batches, and so the same losses and an exact resume, at the cost of
+a few sorts per batch. `deterministic=False` skips them.
+
+Host path: one pinned host-to-device copy of the seeds per call (each part 16-byte aligned, so
+Triton never compiles a new variant for a batch size), the launch under the tensors' own device,
+and one copy of the counters back (the only sync).
 
 It runs on CUDA tensors, and on CPU tensors under TRITON_INTERPRET=1 (Triton's interpreter: slow,
 for tests).
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 from collections import Counter
 
@@ -43,14 +51,42 @@ def _pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
+def _even(x: int) -> int:
+    """x rounded up to whole 16-byte units of int64: Triton specialises a pointer on whether it
+    is 16-byte aligned, so unaligned views would compile new kernel variants."""
+    return x + (x & 1)
+
+
+def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTERPRETED) -> dict:
+    """The kernel's constexprs and warps for a launch of `num_batches` batches; `width` is the
+    Floyd tile width and `picks` the most picks per hop. The same for every batch size, so batch
+    sizes never cause recompilation; only the number of batches in a super-batch does, rounded up
+    to a power of two (the counter bins): 7 variants for super-batches of 1 to 64 batches."""
+    L, batches = len(picks), _pow2(num_batches)
+    ebins, lbins = _pow2(batches * L), _pow2(batches * (L + 1))
+    # Tiles: [tasks, width, width] in Floyd, [chunk, lbins] when counting levels. The
+    # interpreter pays per operation, not per element: give it big chunks.
+    if interpreted:  # (and at most 2**20 elements per tile)
+        tasks = min(256, max(1, 2**20 // width**2), 2**20 // ebins)
+        chunk, take_all = min(1024, 2**20 // lbins), max(width, 128)
+    else:
+        # [8, 16, 16] Floyd tiles; a [tasks, width] pick tile of 128 lanes, one per thread.
+        tasks, chunk = min(16, max(1, 2048 // width**2)), max(16, min(256, 2048 // lbins))
+        take_all = max(width, 32)
+    return dict(L=L, W=width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins,
+                WIDE=max(picks) > width, num_warps=4)
+
+
 class FusedSampler:
     name = "fused"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, buffer_scale: float = 1.0,
-                 deterministic: bool = False, num_programs: int | None = None):
+                 deterministic: bool = True, num_programs: int | None = None):
         self.fanouts = check_fanouts(fanouts)
         self.device = torch.device(device)
         self._check_device()
+        if self.device.type == "cuda" and self.device.index is None:  # pin "cuda" to one GPU
+            self.device = torch.device("cuda", torch.cuda.current_device())
         if len(self.fanouts) > fused_kernel.MAX_HOPS:
             raise ConveyorError(f"the fused sampler supports up to {fused_kernel.MAX_HOPS} hops, got "
                                 f"{len(self.fanouts)} fanouts; use sampler=bsp for deeper models.")
@@ -119,11 +155,7 @@ class FusedSampler:
         sizes = [s.numel() for s in seeds]
         if sum(sizes) == 0:
             return [self._empty_batch() for _ in seeds]
-        # One copy to the device: batch offsets, the seeds, and each seed's batch.
-        offsets = torch.tensor([0] + sizes).cumsum(0)
-        owner = torch.repeat_interleave(torch.arange(len(seeds)), torch.tensor(sizes))
-        host = torch.cat([offsets, *seeds, owner]).to(self.device)
-        seed_off, flat_seeds, seed_batch = host.split([len(seeds) + 1, sum(sizes), sum(sizes)])
+        flat_seeds, seed_batch, seed_off = self._upload(seeds, sizes)
         for _ in range(32):
             caps = self._capacities(sizes)
             counters = self._launch(caps, flat_seeds, seed_batch, seed_off, len(seeds), stream)
@@ -137,6 +169,22 @@ class FusedSampler:
         if self.deterministic:
             batches = [canonical_order(b, self.num_nodes) for b in batches]
         return batches
+
+    def _upload(self, seeds: list[Tensor], sizes: list[int]):
+        """One copy to the device, from pinned memory on CUDA: the seeds, each seed's batch, and
+        the batch offsets, each part starting 16 bytes aligned."""
+        B, S = len(sizes), sum(sizes)
+        at_owner, at_offsets = _even(S), 2 * _even(S)
+        host = torch.empty(at_offsets + B + 1, dtype=torch.long, pin_memory=self.device.type == "cuda")
+        torch.cat(seeds, out=host[:S])
+        if B == 1:
+            host[at_owner: at_owner + S].zero_()
+        else:
+            host[at_owner: at_owner + S] = torch.repeat_interleave(torch.arange(B), torch.tensor(sizes))
+        host[at_offsets: at_offsets + B + 1] = torch.tensor(list(itertools.accumulate(sizes, initial=0)))
+        dev = self._buffer("upload", host.numel(), torch.long)
+        dev[: host.numel()].copy_(host, non_blocking=True)
+        return dev[:S], dev[at_owner: at_owner + S], dev[at_offsets: at_offsets + B + 1]
 
     # -- buffers --------------------------------------------------------------------------------
     def _worst_case(self, sizes) -> dict:
@@ -160,7 +208,7 @@ class FusedSampler:
                   for name in ("queue", "records", "nodes")}
         scaled["nodes"] = max(scaled["nodes"], max(sizes))
         ecap = [max(math.ceil(e * self.buffer_scale), m) for e, m in zip(bound["edges"], learned["edges"])]
-        scaled["eoff"] = [0] + torch.tensor(ecap).cumsum(0).tolist()
+        scaled["eoff"] = list(itertools.accumulate(ecap, initial=0))
         return scaled
 
     def _buffer(self, name: str, size: int, dtype, fill=None) -> Tensor:
@@ -189,26 +237,28 @@ class FusedSampler:
         if self._eoff[0] != caps["eoff"]:  # hop offsets in the edge buffer: copied when they change
             self._eoff = (caps["eoff"], torch.tensor(caps["eoff"], dtype=torch.int64, device=self.device))
         eoff = self._eoff[1]
-        ebins, lbins = _pow2(B * L), _pow2(B * (L + 1))
-        # Tiles: [tasks, width, width] in Floyd, [chunk, lbins] when counting levels. The
-        # interpreter pays per operation, not per element: give it big chunks.
-        if INTERPRETED:  # (and at most 2**20 elements per tile)
-            tasks = min(256, max(1, 2**20 // self.width**2), 2**20 // ebins)
-            chunk, take_all = min(1024, 2**20 // lbins), max(self.width, 128)
-        else:
-            # [8, 16, 16] Floyd tiles: ~170 registers per thread, 3 programs of 4 warps per SM.
-            tasks, chunk = min(16, max(1, 2048 // self.width**2)), max(16, min(256, 4096 // lbins))
-            take_all = max(self.width, 16)
         args = (self.indptr, self.indices, self.fanouts_dev, flat_seeds, seed_batch, seed_off, state, queue,
                 records, edges, eoff, n_id, ctr, N, B, caps["queue"], caps["records"], e_stride, caps["nodes"],
                 self.seed, stream)
-        meta = dict(L=L, W=self.width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins, num_warps=4)
+        meta = launch_config(self.width, self.picks, B, interpreted=INTERPRETED)
         self._dirty = True
-        fused_kernel.fused_sample_kernel[(self._programs(args, meta),)](*args, **meta)
+        with self._on_device():  # Triton launches on the current device: make it ours
+            fused_kernel.fused_sample_kernel[(self._programs(args, meta),)](*args, **meta)
         self.num_launches += 1
-        counters = ctr[: fused_kernel.num_counters(B, L)].tolist()  # the one host sync
+        counters = self._read_back(ctr[: fused_kernel.num_counters(B, L)])  # the one host sync
         self._dirty = False
         return counters
+
+    def _on_device(self):
+        return torch.cuda.device(self.device) if self.device.type == "cuda" else contextlib.nullcontext()
+
+    def _read_back(self, counters: Tensor) -> list[int]:
+        if self.device.type != "cuda":
+            return counters.tolist()
+        host = torch.empty(counters.numel(), dtype=counters.dtype, pin_memory=True)
+        host.copy_(counters, non_blocking=True)
+        torch.cuda.current_stream(self.device).synchronize()
+        return host.tolist()
 
     def _programs(self, args, meta) -> int:
         """A persistent grid: as many programs as can be resident on the GPU at once (registers,

@@ -13,8 +13,10 @@ Memory (kept by the host across launches):
     queue      int64 task slots, -1 when empty. A task (vb << 4) | h reads "sample v's
                in-neighbours for hop h of batch b".
     records    int64: every non-seed node a batch reaches, once.
-    ctr        int64 counters, zeroed before each launch (named below), then per-(batch, level)
-               node counts and per-(batch, hop) edge counts: the only thing the host reads back.
+    ctr        int64 counters, zeroed before each launch (named below, each on its own 128-byte
+               line so that the queue's head, tail and completion count do not contend), then
+               per-(batch, level) node counts and per-(batch, hop) edge counts: the only thing
+               the host reads back.
 
 The grid is persistent (as many programs as fit on the GPU). Each phase below is a loop in which
 a program claims work with one atomic add on a counter, until none is left:
@@ -28,21 +30,22 @@ a program claims work with one atomic add on a counter, until none is left:
    draws depend on the seed alone, never on which program runs a task or when), writes its k
    edges, still in global ids, at slots reserved from its (batch, hop) edge counter, and lowers
    every neighbour u's level to h with atomic_min. The work of a task is k, never its degree: a
-   hub with 100k in-neighbours and a leaf cost the same in one chunk (NextDoor's balance by
-   neighbours to sample); nodes with deg <= fanout take all their in-neighbours, TW at a time.
+   hub with 100k in-neighbours and a leaf cost the same (NextDoor's balance by neighbours to
+   sample). A chunk's tasks of every hop and of both kinds (Floyd rows, deg > fanout, and
+   take-all rows) share one [C, W] tile of picks; only take-all rows longer than W (possible
+   only for a fanout above W) take further tiles, TW at a time.
    Dedup per (vertex, hop), by construction: a node of level l needs exactly the tasks
    (u, l+1) .. (u, L), since every vertex of N_{h-1} samples at hop h. When atomic_min lowers u's
    level from `old` to h, the program that did it pushes the tasks it newly owes, hops
    h+1 .. min(old, L), and appends u to `records` if `old` was EMPTY. atomic_min serialises the
    lowerings of a node, so their hop ranges are disjoint and together cover level+1 .. L: no task
    is lost or duplicated, however the hops interleave.
-   Termination by a pending-task counter (not PGSampler's "fetch size < fanout" heuristic):
-   `pending` counts the tasks queued or running. A producer reserves queue slots (tail
-   counter), adds to `pending` the number it will store, and only then writes them (release); a
-   consumer takes a task with an acquire exchange that also resets the slot to -1, and subtracts
-   its tasks after all of their pushes. So `pending` is 0 only when no task is queued or running,
-   and then nothing can ever be pushed again: a program that sees 0 drops its empty claimed slots
-   and leaves. Slots past the queue's capacity are never written nor waited for.
+   Termination, by counting (not PGSampler's "fetch size < fanout" heuristic): the tail counter
+   counts the tasks ever pushed (slots reserved), `completed` the tasks run to the end, their own
+   pushes included. A program whose claimed slots stay empty reads `completed` and then the tail;
+   if completed == min(tail, capacity), no task is queued or running, so none can ever be pushed
+   again, and it leaves (proof at `_drain_queue`). Slots past the queue's capacity are never
+   written nor waited for.
 2. Slots: the levels are final. Each reached node takes a slot from its (batch, level) counter;
    a seed's slot is its position.
 3. Relabel: the local id of a node of level l is (seeds + nodes of levels 1..l-1) + slot, so
@@ -52,13 +55,43 @@ a program claims work with one atomic add on a counter, until none is left:
    so the next launch starts clean in O(batch) time, never O(graph); the queue is already empty.
 
 Between phases a program waits for a "done" counter to reach the phase's number of chunks (after
-phase 1: for `pending` to reach 0). A program only ever waits for work that a *running* program
+phase 1: for the termination count). A program only ever waits for work that a *running* program
 has claimed, or that such work will push -- never for a program that has not started. So the
 kernel cannot deadlock, whether or not all its programs are resident, and under
 TRITON_INTERPRET=1, where programs run one after another, program 0 does all the work alone and
-the others find nothing left. Writes that other programs read are published by a release atomic
-behind `debug_barrier` (so all of a program's threads' writes come first) and read after an
-acquire, with `.cg` loads that bypass the (incoherent) L1.
+the others find nothing left.
+
+Uniform control flow (a program is 4 warps; they must take every branch and loop together, or
+their `bar.sync`s stop lining up and the program hangs or corrupts its tiles). Triton replicates
+a small tile in every warp and reduces it (`tl.max`, `tl.sum`) within each warp, so a condition
+is uniform only if every warp computes it from the same values. Every branch and loop condition
+here is a function of (a) kernel arguments and constexprs, (b) memory no program writes during
+the launch (indptr, indices, fanouts, seeds, seed_off, seed_batch), read identically by every
+warp, (c) memory whose writers have all finished behind a wait of this program (phases 2-4 read
+counters, records, state and edges only after `_wait_until`), or (d) the *results of atomics*:
+Triton runs an atomic once per element (one thread for a scalar, the owning thread for a tile
+element) and hands its result to every thread through shared memory behind a barrier, so every
+warp sees the same value. No decision reads a volatile or plain load of memory that another
+program may be writing: a warp that read a slot a moment after another warp would disagree with
+it. In particular the task slots are taken with an atomic exchange (not a load then an
+exchange), the termination counts and every wait are read with atomics, and `_visit` lowers
+levels with atomic_min on every pick rather than first loading the level (whose value could
+differ between warps).
+
+Memory ordering (PTX, GPU scope). Each pair below is a release and an acquire on the same
+location, so everything before the release (in this program: the preceding `debug_barrier`
+orders all its threads' writes first) is visible after the acquire:
+  - phase chunks: `_finish_chunk` adds 1 to the phase's done counter with release; `_wait_until`
+    reads it with an acquire atomic (whose value is used: Triton folds away an atomic add of 0
+    whose result is unused, and the acquire with it);
+  - tasks: a pushed task word is written with a release exchange and taken with an acquire
+    exchange; the push's slots come from the tail counter *before* (the exchange's address
+    depends on the reservation), so a taken task's reservation happens before its completion;
+  - completion: `completed` is increased with release after all of a chunk's writes (edges,
+    records, its pushes) and read with acquire by the termination check, which then reads the
+    tail: every task counted complete was reserved before the tail is read;
+  - `.cg` loads (through L2, never a stale L1 line) for data other programs wrote.
+tests/test_fused_compile.py compiles the kernel for sm_90 and checks these atomics are in the PTX.
 
 Overflow: the host sizes the buffers. A write past a capacity is dropped (never out of bounds)
 while the counters keep counting, so the host sees what was needed and runs the launch again with
@@ -70,20 +103,20 @@ import triton.language as tl
 MAX_HOPS = 14
 EMPTY = tl.constexpr(15)  # level bits of an unreached node; levels are 0..L <= 14
 
-# Counter slots (int64) in `ctr`; then B * (L + 1) per-(batch, level) node counters, then B * L
-# per-(batch, hop) edge counters.
+# Counter slots (int64) in `ctr`, one 128-byte line apart (16 int64s); then B * (L + 1)
+# per-(batch, level) node counters, then B * L per-(batch, hop) edge counters.
 Q_HEAD = tl.constexpr(0)
-Q_TAIL = tl.constexpr(1)
-PENDING = tl.constexpr(2)
-R_TAIL = tl.constexpr(3)
-SEED_CLAIM = tl.constexpr(4)
-SEED_DONE = tl.constexpr(5)
-SLOT_CLAIM = tl.constexpr(6)
-SLOT_DONE = tl.constexpr(7)
-LABEL_CLAIM = tl.constexpr(8)
-LABEL_DONE = tl.constexpr(9)
-RESET_CLAIM = tl.constexpr(10)
-FIXED = tl.constexpr(16)
+Q_TAIL = tl.constexpr(16)
+COMPLETED = tl.constexpr(32)
+R_TAIL = tl.constexpr(48)
+SEED_CLAIM = tl.constexpr(64)
+SEED_DONE = tl.constexpr(80)
+SLOT_CLAIM = tl.constexpr(96)
+SLOT_DONE = tl.constexpr(112)
+LABEL_CLAIM = tl.constexpr(128)
+LABEL_DONE = tl.constexpr(144)
+RESET_CLAIM = tl.constexpr(160)
+FIXED = tl.constexpr(176)
 
 
 def num_counters(num_batches: int, num_hops: int) -> int:
@@ -94,17 +127,17 @@ def num_counters(num_batches: int, num_hops: int) -> int:
 
 @triton.jit
 def _finish_chunk(done):
-    tl.debug_barrier()  # all threads' writes of the chunk come before the count others wait on
+    tl.debug_barrier()  # all threads' writes of the chunk come before the release
     tl.atomic_add(done, 1, sem="release")
 
 
 @triton.jit
 def _wait_until(counter, target):
-    """Spin until *counter >= target. Only waits for chunks that running programs have claimed."""
-    seen = tl.load(counter, volatile=True)
+    """Spin until *counter >= target, reading it with an acquire atomic whose value every thread
+    shares (uniform). Only ever waits for chunks that running programs have claimed."""
+    seen = tl.atomic_add(counter, 0, sem="acquire")
     while seen < target:
-        seen = tl.load(counter, volatile=True)
-    tl.atomic_add(counter, 0, sem="acquire")
+        seen = tl.atomic_add(counter, 0, sem="acquire")
     tl.debug_barrier()
 
 
@@ -132,12 +165,10 @@ def _reserve_binned(counters, bins, amount, NBINS: tl.constexpr):
 
 @triton.jit
 def _push_tasks(queue, ctr, vb, level, count, Q_CAP, L: tl.constexpr):
-    """Queue the tasks (vb, level+1) .. (vb, level+count) of every lane (2-D lanes)."""
-    first, base, total = _reserve(ctr + Q_TAIL, count)
-    stored = tl.minimum(tl.maximum(Q_CAP - base, 0), total)  # slots past Q_CAP are dropped
-    # Count them as pending *before* they become visible, so pending cannot touch 0 early.
-    tl.atomic_add(ctr + PENDING, stored, mask=stored > 0, sem="relaxed")
-    tl.debug_barrier()
+    """Queue the tasks (vb, level+1) .. (vb, level+count) of every lane (2-D lanes): reserve
+    their slots from the tail, then publish each task word with a release exchange."""
+    first, _, _ = _reserve(ctr + Q_TAIL, count)
+    tl.debug_barrier()  # the pushing chunk's writes come before the releases below
     for j in tl.static_range(L):
         pos = first + j
         tl.atomic_xchg(queue + pos, (vb << 4) | (level + 1 + j), mask=(j < count) & (pos < Q_CAP),
@@ -186,25 +217,27 @@ def _floyd(deg, k, big, v, b, hop, seed, stream, C: tl.constexpr, W: tl.constexp
     j_i itself if t_i was picked already; its k steps give a uniform k-subset, whatever the degree.
     All t_i come at once from Philox (counters: node, the batch's stream position and hop, step).
     Which steps collide is solved for all steps together: collide_i holds iff an earlier step l
-    picked t_i, i.e. (not collide_l and t_l == t_i) or (collide_l and j_l == t_i). Step i depends
+    picked t_i, i.e. (collide_l ? j_l : t_l) == t_i. Step i depends
     on earlier steps only, so iterating to the fixed point gives exactly the sequential result
-    (in 2 or 3 rounds unless k is close to deg; never more than k + 1).
+    (in 2 or 3 rounds unless k is close to deg; never more than k + 1). The loop's condition is a
+    reduction of values every warp computes alike from the task words: uniform.
     """
     col = tl.arange(0, W)[None, :]
-    j = deg[:, None] - k[:, None] + col
+    # int32 positions (an adjacency list is shorter than 2**31): half the registers of the
+    # [C, W, W] collision tiles.
+    j = (deg[:, None] - k[:, None] + col).to(tl.int32)
     key = (((stream + b) << 4) | hop).to(tl.uint32)[:, None] + tl.zeros([C, W], dtype=tl.uint32)
     r, _, _, _ = tl.philox(seed, v.to(tl.uint32)[:, None] + key * 0, key, col.to(tl.uint32) + key * 0, key * 0)
-    t = tl.umulhi(r, (j + 1).to(tl.uint32)).to(tl.int64)
+    t = tl.umulhi(r, (j + 1).to(tl.uint32)).to(tl.int32)
     earlier = big[:, None, None] & (col[:, None, :] < col[:, :, None])  # [task, step i, step l]
-    same_t = earlier & (t[:, :, None] == t[:, None, :])
-    same_j = earlier & (t[:, :, None] == j[:, None, :])
     collide = t < 0
     changed = 1
     while changed != 0:
-        update = tl.max(tl.where(collide[:, None, :], same_j, same_t).to(tl.int32), axis=2) > 0
+        picked = tl.where(collide, j, t)  # what each step picks, given the collisions so far
+        update = tl.max((earlier & (t[:, :, None] == picked[:, None, :])).to(tl.int32), axis=2) > 0
         changed = tl.max(tl.max((update != collide).to(tl.int32), axis=1), axis=0)
         collide = update
-    return tl.where(collide, j, t)
+    return tl.where(collide, j, t).to(tl.int64)
 
 
 @triton.jit
@@ -212,17 +245,15 @@ def _visit(at, slot, valid, b, v, hop, indices, state, queue, records, edges, lo
            N, Q_CAP, R_CAP, E_STRIDE, L: tl.constexpr):
     """Picks at CSC positions `at` ([tasks, picks]) of hop `hop`: write their edges (global ids
     until phase 3) at `slot`, and lower each neighbour's level to `hop`: whoever lowers it owes
-    the tasks of its new hops."""
+    the tasks of its new hops. Every mask is uniform (from the task words and atomics' results)."""
     u = tl.load(indices + at, mask=valid, other=0).to(tl.int64)
     keep = valid & (slot < cap)
     tl.store(edges + lo + slot, u, mask=keep)
     tl.store(edges + lo + E_STRIDE + slot, v + slot * 0, mask=keep)
     ub = b * N + u
     h = (hop + slot * 0).to(tl.int32)
-    known = tl.load(state + ub, mask=valid, other=0)  # may be stale, but then only too high
-    need = valid & (known > h)
-    old = tl.atomic_min(state + ub, h, mask=need, sem="relaxed")
-    lowered = need & (old > h)
+    old = tl.atomic_min(state + ub, h, mask=valid, sem="relaxed")
+    lowered = valid & (old > h)
     _push_tasks(queue, ctr, ub, h.to(tl.int64), tl.where(lowered, tl.minimum(old, L) - h, 0).to(tl.int64),
                 Q_CAP, L)
     new = lowered & (old == EMPTY)
@@ -233,7 +264,7 @@ def _visit(at, slot, valid, b, v, hop, indices, state, queue, records, edges, lo
 @triton.jit
 def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
                   N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L: tl.constexpr, W: tl.constexpr,
-                  TW: tl.constexpr, C: tl.constexpr, EBINS: tl.constexpr):
+                  TW: tl.constexpr, C: tl.constexpr, EBINS: tl.constexpr, WIDE: tl.constexpr):
     """Run the tasks of one chunk (lanes where `got`)."""
     hop = tl.where(got, task & 15, 1)
     vb = tl.where(got, task >> 4, 0)
@@ -248,45 +279,68 @@ def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, ed
     first = _reserve_binned(ctr + FIXED + B * (L + 1), (b * L + hop - 1).to(tl.int32), k, EBINS)[:, None]
     lo = (b * 2 * E_STRIDE + tl.load(eoff + hop - 1))[:, None]
     cap = (tl.load(eoff + hop) - tl.load(eoff + hop - 1))[:, None]
+    col = tl.arange(0, W)[None, :]
+    at = col + tl.zeros([C, W], dtype=tl.int64)  # take-all rows: their first W neighbours
     if tl.max(big.to(tl.int32), axis=0) > 0:
-        col = tl.arange(0, W)[None, :]
-        floyd = _floyd(deg, k, big, v, b, hop, seed, stream, C, W)
-        _visit(start[:, None] + floyd, first + col, big[:, None] & (col < k[:, None]), b[:, None],
-               v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
-               N, Q_CAP, R_CAP, E_STRIDE, L)
-    # Take-all rows, TW neighbours at a time: the work of a task is min(deg, fanout) either way.
-    rest = got & (big == 0)
-    for c0 in range(0, tl.max(tl.where(rest, k, 0), axis=0), TW):
-        col = c0 + tl.arange(0, TW)[None, :]
-        _visit(start[:, None] + col, first + col, rest[:, None] & (col < k[:, None]), b[:, None],
-               v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
-               N, Q_CAP, R_CAP, E_STRIDE, L)
+        at = tl.where(big[:, None], _floyd(deg, k, big, v, b, hop, seed, stream, C, W), at)
+    _visit(start[:, None] + at, first + col, got[:, None] & (col < k[:, None]), b[:, None], v[:, None],
+           hop[:, None], indices, state, queue, records, edges, lo, cap, ctr, N, Q_CAP, R_CAP, E_STRIDE, L)
+    if WIDE:  # a fanout above W: take-all rows may be longer than one tile
+        rest = got & (big == 0) & (k > W)
+        for c0 in range(W, tl.max(tl.where(rest, k, 0), axis=0), TW):
+            wide = c0 + tl.arange(0, TW)[None, :]
+            _visit(start[:, None] + wide, first + wide, rest[:, None] & (wide < k[:, None]), b[:, None],
+                   v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
+                   N, Q_CAP, R_CAP, E_STRIDE, L)
+
+
+@triton.jit
+def _all_done(ctr, Q_CAP):
+    """True when no task is queued or running (see `_drain_queue`); uniform: from two atomics."""
+    completed = tl.atomic_add(ctr + COMPLETED, 0, sem="acquire")
+    pushed = tl.atomic_add(ctr + Q_TAIL, 0, sem="relaxed")
+    return completed == tl.minimum(pushed, Q_CAP)
 
 
 @triton.jit
 def _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
                  N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream,
                  L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr,
-                 EBINS: tl.constexpr):
+                 EBINS: tl.constexpr, WIDE: tl.constexpr):
+    """Phase 1. Every condition is uniform: `slots` comes from a scalar atomic, `task` from a
+    vector exchange (both broadcast to every thread), `todo` and `got` from those alone, and the
+    termination test from two atomics.
+
+    Termination. Let T be the tail (tasks pushed, stored or dropped past Q_CAP) and D
+    `completed`. Every task stored is in a slot below min(T, Q_CAP), and counts in D only after
+    it ran to the end, its pushes included. `_all_done` reads D (acquire) and then T. Say it reads
+    d, then t, with d == min(t, Q_CAP). Each of the d tasks was reserved before its completion
+    (the exchange that published it depended on the reservation, and the release/acquire pair on
+    the slot orders the two), so all d hold distinct slots below min(t, Q_CAP): they are all
+    the tasks stored there. A task still running, or still queued, would have a stored slot below
+    min(t, Q_CAP) and not be complete; so there is none, and a task pushed later would need a
+    running task to push it. Hence once the test holds it holds for good, and every task's writes
+    are visible to this program (the acquire read of D synchronises with every completion).
+    """
     lane = tl.arange(0, C)
     active = 1
     while active != 0:
         slots = tl.atomic_add(ctr + Q_HEAD, C, sem="relaxed") + lane
         todo = slots < Q_CAP
         while tl.max(todo.to(tl.int32), axis=0) > 0:
-            ready = todo & (tl.load(queue + slots, mask=todo, other=-1, volatile=True) >= 0)
-            if tl.max(ready.to(tl.int32), axis=0) > 0:
-                task = tl.atomic_xchg(queue + slots, tl.full([C], -1, tl.int64), mask=ready, sem="acquire")
-                _sample_tasks(task, ready, indptr, indices, fanouts, state, queue, records, edges, eoff,
-                              ctr, N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS)
-                tl.debug_barrier()
-                tl.atomic_add(ctr + PENDING, -tl.sum(ready.to(tl.int64), axis=0), sem="release")
-                todo = todo & (ready == 0)
-            elif tl.load(ctr + PENDING, volatile=True) == 0:
+            # Take whatever the claimed slots hold (an empty slot stays -1 and stays claimed).
+            task = tl.atomic_xchg(queue + slots, tl.full([C], -1, tl.int64), mask=todo, sem="acquire")
+            got = todo & (task >= 0)
+            if tl.max(got.to(tl.int32), axis=0) > 0:
+                _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, edges, eoff,
+                              ctr, N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE)
+                tl.debug_barrier()  # every thread's writes of these tasks come before the release
+                tl.atomic_add(ctr + COMPLETED, tl.sum(got.to(tl.int64), axis=0), sem="release")
+                todo = todo & (got == 0)
+            elif _all_done(ctr, Q_CAP):
                 todo = lane < 0  # nothing queued or running: these slots stay empty for good
-        if tl.load(ctr + PENDING, volatile=True) == 0:
+        if _all_done(ctr, Q_CAP):
             active = 0
-    tl.atomic_add(ctr + PENDING, 0, sem="acquire")
     tl.debug_barrier()
 
 
@@ -347,26 +401,28 @@ def _write_n_id(c, records, state, n_id, ctr, seed_off, N, R, N_CAP, L: tl.const
 def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, state, queue, records, edges, eoff,
                         n_id, ctr, N, B, Q_CAP, R_CAP, E_STRIDE, N_CAP, seed, stream,
                         L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr, CH: tl.constexpr,
-                        EBINS: tl.constexpr, LBINS: tl.constexpr):
-    S = tl.load(seed_off + B)
+                        EBINS: tl.constexpr, LBINS: tl.constexpr, WIDE: tl.constexpr):
+    S = tl.load(seed_off + B)  # written by the host: the same in every warp
     seed_chunks = tl.cdiv(S, CH)
 
-    # 0. seeds: level 0, n_id, and their tasks for hops 1..L.
-    c = tl.atomic_add(ctr + SEED_CLAIM, 1)
+    # 0. seeds: level 0, n_id, and their tasks for hops 1..L. (Loop conditions here and below:
+    # chunk numbers from scalar atomics against counts every warp computes alike: uniform.)
+    c = tl.atomic_add(ctr + SEED_CLAIM, 1, sem="relaxed")
     while c < seed_chunks:
         _install_seeds(c, seeds, seed_batch, seed_off, state, queue, n_id, ctr, N, S, Q_CAP, N_CAP, L, CH)
         _finish_chunk(ctr + SEED_DONE)
-        c = tl.atomic_add(ctr + SEED_CLAIM, 1)
+        c = tl.atomic_add(ctr + SEED_CLAIM, 1, sem="relaxed")
     _wait_until(ctr + SEED_DONE, seed_chunks)
 
     # 1. every hop at once, from the task queue, until no task is queued or running.
     _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
-                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS)
+                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE)
 
-    # 2. slots within each (batch, level); seeds keep their position.
-    R = tl.minimum(tl.load(ctr + R_TAIL, volatile=True), R_CAP)
+    # 2. slots within each (batch, level); seeds keep their position. The record count is final
+    # (every record was reserved before its task completed) and read by an atomic: uniform.
+    R = tl.minimum(tl.atomic_add(ctr + R_TAIL, 0, sem="relaxed"), R_CAP)
     record_chunks = tl.cdiv(R, CH)
-    c = tl.atomic_add(ctr + SLOT_CLAIM, 1)
+    c = tl.atomic_add(ctr + SLOT_CLAIM, 1, sem="relaxed")
     while c < record_chunks + seed_chunks:
         if c < record_chunks:
             _slot_records(c, records, state, ctr, N, R, L, CH, LBINS)
@@ -374,23 +430,23 @@ def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, s
             idx, vb, m = _seed_positions(c - record_chunks, seeds, seed_batch, seed_off, N, S, CH)
             tl.store(state + vb, (idx << 4).to(tl.int32), mask=m)
         _finish_chunk(ctr + SLOT_DONE)
-        c = tl.atomic_add(ctr + SLOT_CLAIM, 1)
+        c = tl.atomic_add(ctr + SLOT_CLAIM, 1, sem="relaxed")
     _wait_until(ctr + SLOT_DONE, record_chunks + seed_chunks)
 
     # 3. local ids: edges in place, and n_id of the non-seed nodes.
     edge_chunks = tl.cdiv(B * E_STRIDE, CH)
-    c = tl.atomic_add(ctr + LABEL_CLAIM, 1)
+    c = tl.atomic_add(ctr + LABEL_CLAIM, 1, sem="relaxed")
     while c < edge_chunks + record_chunks:
         if c < edge_chunks:
             _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L, CH)
         else:
             _write_n_id(c - edge_chunks, records, state, n_id, ctr, seed_off, N, R, N_CAP, L, CH)
         _finish_chunk(ctr + LABEL_DONE)
-        c = tl.atomic_add(ctr + LABEL_CLAIM, 1)
+        c = tl.atomic_add(ctr + LABEL_CLAIM, 1, sem="relaxed")
     _wait_until(ctr + LABEL_DONE, edge_chunks + record_chunks)
 
-    # 4. cleanup: only the nodes this launch touched.
-    c = tl.atomic_add(ctr + RESET_CLAIM, 1)
+    # 4. cleanup: only the nodes this launch touched (the kernel's end publishes it to the host).
+    c = tl.atomic_add(ctr + RESET_CLAIM, 1, sem="relaxed")
     while c < record_chunks + seed_chunks:
         if c < record_chunks:
             i = c * CH + tl.arange(0, CH)
@@ -399,4 +455,4 @@ def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, s
         else:
             idx, vb, m = _seed_positions(c - record_chunks, seeds, seed_batch, seed_off, N, S, CH)
             tl.store(state + vb, tl.full([CH], EMPTY, tl.int32), mask=m)
-        c = tl.atomic_add(ctr + RESET_CLAIM, 1)
+        c = tl.atomic_add(ctr + RESET_CLAIM, 1, sem="relaxed")

@@ -23,7 +23,7 @@ import numpy as np
 
 from partition import ConveyorError
 
-from .config import resolve_device
+from .config import resolve_device, use_device
 from .metrics import setup_logging
 from .reference import require_neighbor_sampling, train_reference
 
@@ -41,7 +41,7 @@ def compare(cfg) -> dict:
     from .run import load_graph, train
     out_dir = Path(cfg.run.out_dir)
     setup_logging(out_dir)
-    device = resolve_device(cfg.run.device)
+    device = use_device(resolve_device(cfg.run.device))
     graph = load_graph(cfg.data)
     if graph.val_idx is None or graph.val_idx.numel() == 0:
         raise ConveyorError(f"dataset {cfg.data.name!r} has no validation split; mode=compare plots and "

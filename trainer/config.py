@@ -58,3 +58,15 @@ def resolve_device(name: str) -> torch.device:
         return torch.device(name)
     except RuntimeError:
         raise ConveyorError(f"run.device must be auto, cpu, cuda or cuda:N, got {name!r}.")
+
+
+def use_device(device: torch.device) -> torch.device:
+    """Make `device` this process's current GPU (Triton launches on the current device, and a
+    process that never sets it opens a context on GPU 0 as well); returns it with its index, so
+    the stage processes it is handed to use the same GPU."""
+    if device.type != "cuda":
+        return device
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(device)
+    return device

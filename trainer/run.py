@@ -15,7 +15,7 @@ from samplers import build_sampler, default_sampler_name
 from .batches import (STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, SerialBatches, epoch_seed_batches,
                       eval_seed_batches, stream_seed)
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import check_config, resolve_device
+from .config import check_config, resolve_device, use_device
 from .loop import evaluate, train_epoch
 from .metrics import RunRecorder, setup_logging
 from .models import build_model
@@ -46,7 +46,7 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
         from .pipeline import AsyncBatches
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
-                            seed=int(cfg.run.seed))
+                            seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.get("deterministic", True)))
     return SerialBatches(sampler, build_cache_for(cfg, graph, device), graph.y, device)
 
 
@@ -66,7 +66,7 @@ def train(cfg: DictConfig, ctx=None) -> dict:
     `ctx`: a `trainer.distributed.RankContext` when this process is one of several DDP ranks."""
     check_config(cfg)
     main = ctx is None or ctx.rank == 0  # only rank 0 writes logs, metrics and checkpoints
-    device = ctx.device if ctx else resolve_device(cfg.run.device)
+    device = use_device(ctx.device if ctx else resolve_device(cfg.run.device))
     out_dir, state = ctx.prepare_out_dir(cfg) if ctx else prepare_out_dir(cfg)
     if main:
         setup_logging(out_dir)

@@ -15,6 +15,7 @@ STAGES = ("sampler", "loader")
 @dataclass
 class PipelineOptions:
     depth: int = 4  # most batches a producer may have waiting in its queue (the memory bound)
+    superbatch: int = 4  # batches the sampler draws per call (one fused launch for all of them)
     interval: int = 10
     patience: int = 5
     wait_fraction: float = 0.05
@@ -32,6 +33,7 @@ class PipelineOptions:
         threads = c.get("threads", "auto")
         options = cls(
             depth=_integer(c.get("depth", 4), "pipeline.depth", 1),
+            superbatch=_integer(c.get("superbatch", 4), "pipeline.superbatch", 1, 64),
             interval=_integer(pace.get("interval", 10), "pipeline.pace.interval", 1),
             patience=_integer(pace.get("patience", 5), "pipeline.pace.patience", 2),
             wait_fraction=_fraction(pace.get("wait_fraction", 0.05), "pipeline.pace.wait_fraction"),

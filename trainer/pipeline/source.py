@@ -65,7 +65,8 @@ class AsyncBatches:
         self.graph = share_graph(graph)
         self.stage_options = {
             "sampler": {"sampler": sampler_name, "fanouts": [int(f) for f in cfg.sampler.fanouts],
-                        "seed": int(cfg.run.seed)},
+                        "seed": int(cfg.run.seed), "superbatch": self.options.superbatch,
+                        "deterministic": bool(cfg.sampler.get("deterministic", True))},
             "loader": {"cfg": OmegaConf.to_container(cfg, resolve=True)}}
         self.percentages: Dict[str, int] = {}
         self._warmup: Optional[Dict[str, List[float]]] = None  # stage -> seconds per batch

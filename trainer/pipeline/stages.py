@@ -134,6 +134,8 @@ def stage_main(spec: StageSpec) -> None:
     try:
         stage.check()  # the trainer may have died before die_with_parent took effect
         torch.set_num_threads(spec.threads)
+        if stage.device.type == "cuda":  # Triton launches on the current GPU: make it this stage's
+            torch.cuda.set_device(stage.device)
         BODIES[spec.name](stage, spec.graph.open())
     except Stopped:
         pass
@@ -149,27 +151,36 @@ def stage_main(spec: StageSpec) -> None:
 
 
 def run_sampler(stage: Stage, graph) -> None:
+    """Samples `superbatch` batches per call (`sample_many`: one fused kernel launch for all of
+    them; the same batches as one call each), then hands them on one slot at a time."""
     spec, control, o = stage.spec, stage.control, stage.spec.options
-    sampler = build_sampler(o["sampler"], graph, o["fanouts"], device=stage.device, seed=o["seed"])
-    writer = SlotWriter(stage.device)
+    sampler = build_sampler(o["sampler"], graph, o["fanouts"], device=stage.device, seed=o["seed"],
+                            deterministic=o.get("deterministic", True))
+    writer, per_call = SlotWriter(stage.device), o.get("superbatch", 1)
     stage.send("ready", os.getpid(), f"{o['sampler']} sampler on {stage.device}")
     while True:
         job, seeds, sizes, sampler_seed = stage.get(spec.inbox)
         sampler.manual_seed(sampler_seed)
-        for index, batch_seeds in enumerate(seeds.split(sizes)):
+        batches = seeds.split(sizes)
+        for first in range(0, len(batches), per_call):
             if control["job"] != job:
                 break  # the trainer stopped reading this job
-            slot = stage.acquire("sampled")
+            group = batches[first: first + per_call]
             start = time.perf_counter()
-            batch = sampler.sample(batch_seeds)
+            sampled_group = sampler.sample_many(group)
             synchronize(stage.device)
-            sampled = time.perf_counter()
-            packed = writer.pack(slot, batch_tensors(batch))
-            message = BatchMessage(job, index, slot, packed, batch.num_nodes_per_hop.tolist(),
-                                   sample_s=sampled - start, ipc_s=time.perf_counter() - sampled)
-            control.add("sampler_busy_ns", message.sample_s * 1e9)
-            control.add("sampled")
-            spec.outbox.put(message)
+            sample_s = (time.perf_counter() - start) / len(group)
+            for index, batch in enumerate(sampled_group, start=first):
+                if control["job"] != job:
+                    break
+                slot = stage.acquire("sampled")
+                begin = time.perf_counter()
+                packed = writer.pack(slot, batch_tensors(batch))
+                message = BatchMessage(job, index, slot, packed, batch.num_nodes_per_hop.tolist(),
+                                       sample_s=sample_s, ipc_s=time.perf_counter() - begin)
+                control.add("sampler_busy_ns", sample_s * 1e9)
+                control.add("sampled")
+                spec.outbox.put(message)
 
 
 def run_loader(stage: Stage, graph) -> None:
