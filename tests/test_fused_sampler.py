@@ -244,3 +244,11 @@ def test_cpu_without_interpreter_is_a_clear_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parents[1], timeout=120)
     assert "fused needs CUDA or TRITON_INTERPRET=1" in out.stdout, out.stderr[-2000:]
+
+
+def test_auto_is_bsp_until_fused_is_validated_on_a_gpu():
+    """sampler=auto stays on bsp, on CUDA too, until the GPU validation suite has passed (README)."""
+    from samplers import default_sampler_name
+    from samplers.bsp import BSPSampler
+    assert default_sampler_name("cuda") == default_sampler_name("cpu") == "bsp"
+    assert isinstance(build_sampler("auto", random_graph(), [3, 3]), BSPSampler)
