@@ -1,8 +1,6 @@
 """Stage 1: seeds -> L-hop message-flow graph (`SampledBatch`). Imports only `partition`."""
 from __future__ import annotations
 
-import torch
-
 from partition import ConveyorError, Graph
 
 from .batch import SampledBatch

@@ -72,3 +72,15 @@ BAD_SEEDS = [
     (torch.tensor([[1, 2]]), "1-D"),
     (torch.tensor([1.0, 2.0]), "integer"),
 ]
+
+
+def same_batch(a: SampledBatch, b: SampledBatch) -> bool:
+    return (torch.equal(a.n_id, b.n_id) and torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
+            and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop)))
+
+
+def fused_state_is_clean(sampler) -> bool:
+    """After a fused launch no node carries a mark and the task queue is empty: the next launch
+    starts clean."""
+    from samplers import fused_kernel  # only once the test module has chosen the interpreter or not
+    return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 if not torch.cuda.is_available():

@@ -19,11 +19,11 @@ from scipy import stats  # noqa: E402
 
 from partition import ConveyorError, Graph  # noqa: E402
 from samplers import build_sampler  # noqa: E402
-from samplers import fused, fused_kernel  # noqa: E402
+from samplers import fused  # noqa: E402
 from samplers.fused import FusedSampler, canonical_order  # noqa: E402
 from tests.graphs import (chain_graph, complete_in_graph, power_law_graph, random_graph,  # noqa: E402
                           star_graph, with_isolated)
-from tests.sampler_checks import BAD_SEEDS, assert_valid_batch  # noqa: E402
+from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fused_state_is_clean, same_batch  # noqa: E402
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(
@@ -53,14 +53,7 @@ GRAPHS = {
 }
 
 
-def same_batch(a, b) -> bool:
-    return (torch.equal(a.n_id, b.n_id) and torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
-            and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop)))
 
-
-def state_is_clean(sampler) -> bool:
-    """After a launch, no node carries a mark and the task queue is empty."""
-    return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -78,7 +71,7 @@ def test_structure(name, fanouts, device):
     for seeds, batch in zip(seed_sets, batches):
         assert batch.n_id.device.type == device
         assert_valid_batch(batch, graph, seeds, fanouts)
-    assert state_is_clean(sampler)
+    assert fused_state_is_clean(sampler)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -210,7 +203,7 @@ def test_overflow_reruns_with_bigger_buffers(device):
     for s, batch, ref in zip(seeds, batches, reference):
         assert_valid_batch(batch, graph, s, [15, 10, 5])
         assert same_batch(batch, ref)
-    assert state_is_clean(small)
+    assert fused_state_is_clean(small)
     launches = small.num_launches
     small.sample_many(seeds)  # the grown buffers are kept
     assert small.num_launches == launches + 1
