@@ -57,6 +57,17 @@ def _even(x: int) -> int:
     return x + (x & 1)
 
 
+def floyd_width(fanouts, max_degree: int) -> int:
+    """The pick tile's width: Floyd draws a fanout's worth of picks at once, in a [width, width]
+    tile per task; it is only needed where some node has more in-neighbours than the fanout."""
+    floyd = max([f for f in fanouts if f < max_degree], default=1)
+    if floyd > MAX_PICKS:
+        raise ConveyorError(f"the fused sampler draws at most {MAX_PICKS} of a node's in-neighbours per hop, "
+                            f"but fanouts {list(fanouts)} ask for {floyd} on a graph with in-degrees up to "
+                            f"{max_degree}; lower the fanouts or use sampler=bsp.")
+    return max(2, _pow2(floyd))
+
+
 def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTERPRETED) -> dict:
     """The kernel's constexprs and warps for a launch of `num_batches` batches; `width` is the
     Floyd tile width and `picks` the most picks per hop. The same for every batch size, so batch
@@ -98,14 +109,7 @@ class FusedSampler:
         max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
         # A task never draws more than min(fanout, its degree) neighbours.
         self.picks = [min(f, max_degree) for f in self.fanouts]
-        # Floyd draws a fanout's worth of picks at once, in a [width, width] tile per task; it is
-        # only needed where some node has more in-neighbours than the fanout.
-        floyd = max([f for f in self.fanouts if f < max_degree], default=1)
-        if floyd > MAX_PICKS:
-            raise ConveyorError(f"the fused sampler draws at most {MAX_PICKS} of a node's in-neighbours per hop, "
-                                f"but fanouts {self.fanouts} ask for {floyd} on a graph with in-degrees up to "
-                                f"{max_degree}; lower the fanouts or use sampler=bsp.")
-        self.width = max(2, _pow2(floyd))
+        self.width = floyd_width(self.fanouts, max_degree)
         if not buffer_scale > 0:
             raise ConveyorError(f"buffer_scale must be > 0 (a fraction of the worst-case buffer sizes), "
                                 f"got {buffer_scale}.")

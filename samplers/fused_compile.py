@@ -24,7 +24,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from . import fused_kernel
-from .fused import MAX_PICKS, INTERPRETED, _pow2, launch_config
+from .fused import INTERPRETED, floyd_width, launch_config
 
 POINTERS = {"fanouts": "*i32", "state": "*i32"}  # every other pointer is to int64
 SIZES = ("N", "B", "Q_CAP", "R_CAP", "E_STRIDE", "N_CAP", "seed", "stream")
@@ -38,21 +38,13 @@ REQUIRED_PTX = {
 }
 
 
-def width_for(fanouts, max_degree: int) -> int:
-    """The Floyd tile width FusedSampler picks for these fanouts on a graph with this max degree."""
-    floyd = max([f for f in fanouts if f < max_degree], default=1)
-    if floyd > MAX_PICKS:
-        raise ValueError(f"fanout {floyd} is above the fused sampler's {MAX_PICKS}")
-    return max(2, _pow2(floyd))
-
-
 def compile_kernel(fanouts=(15, 10, 5), max_degree: int = 1 << 20, num_batches: int = 1, arch: int = 90,
                    indices_dtype: str = "i64"):
     """The compiled kernel (triton's CompiledKernel) and the constexprs it was compiled with."""
     if INTERPRETED:
         raise RuntimeError("unset TRITON_INTERPRET to compile the kernel (the interpreter runs it instead)")
     picks = [min(f, max_degree) for f in fanouts]
-    meta = launch_config(width_for(fanouts, max_degree), picks, num_batches, interpreted=False)
+    meta = launch_config(floyd_width(fanouts, max_degree), picks, num_batches, interpreted=False)
     num_warps = meta.pop("num_warps")
     kernel = fused_kernel.fused_sample_kernel
     signature = {}
