@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -341,6 +342,9 @@ def main(argv=None):
         return
     if args.epochs < 2:
         raise SystemExit("--epochs must be >= 2 (the first epoch is start-up and warm-up)")
+    # A time limit's SIGTERM (benchmarks/gpu/suite.py) unwinds like an exception, so PrivateMPS
+    # still quits the MPS daemon it started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from partition.datasets import load_dataset
     load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)  # generate once
     results = {"stages": worker(args, "stages")}

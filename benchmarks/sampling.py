@@ -2,9 +2,9 @@
 (one hop at a time with torch ops) and `pyg` (PyG's NeighborSampler), on the synthetic
 products-shaped graph.
 
-For fanouts [15,10,5] and [10,10,10] and batch sizes 1024 and 4096 it times --batches batches of
-each sampler (the same seeds for all), and fused's super-batch mode (`sample_many` of
---super-batch batches per launch). Reported: ms per batch, sampled edges per second, and the
+For fanouts [15,10,5] and [10,10,10] and batch sizes 1024 and 4096 (or --fanouts and
+--batch-sizes) it times --batches batches of each sampler (the same seeds for all), and fused's
+super-batch mode (`sample_many` of --super-batch batches per launch). Reported: ms per batch, sampled edges per second, and the
 speedup over bsp measured in the same run (bsp ms / sampler ms), plus the mean nodes and edges per
 batch as a check that the samplers draw subgraphs of the same size.
 
@@ -51,6 +51,11 @@ def parse_args(argv=None):
     p.add_argument("--super-batch", type=int, default=None,
                    help="batches per fused launch in super-batch mode (default: 8 on CUDA, 2 on CPU)")
     p.add_argument("--samplers", default="fused,bsp,pyg")
+    p.add_argument("--fanouts", action="append", default=None,
+                   help="fanouts of one configuration, e.g. 15,10,5; repeat for more (default: "
+                        + " and ".join(",".join(map(str, f)) for f in FANOUTS) + ")")
+    p.add_argument("--batch-sizes", default=None,
+                   help="comma-separated (default: " + ",".join(map(str, BATCH_SIZES)) + ")")
     p.add_argument("--data-root", default="data", help="where the synthetic graph is cached")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -60,6 +65,8 @@ def parse_args(argv=None):
     args.scale = args.scale if args.scale is not None else (1.0 if gpu else 0.005)
     args.batches = args.batches or (20 if gpu else 5)
     args.super_batch = args.super_batch or (8 if gpu else 2)
+    args.fanouts = [[int(f) for f in fanouts.split(",")] for fanouts in args.fanouts] if args.fanouts else FANOUTS
+    args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else BATCH_SIZES
     return args
 
 
@@ -126,8 +133,8 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
     needed = 2 * args.super_batch + max(args.batches, args.interpreter_batches)
     rows = []
-    for fanouts in FANOUTS:
-        for batch_size in BATCH_SIZES:
+    for fanouts in args.fanouts:
+        for batch_size in args.batch_sizes:
             # The same seeds for every sampler: random training nodes (all nodes on graphs too
             # small to fill a batch with them), distinct within a batch.
             pool = train if train.numel() >= batch_size else torch.arange(graph.num_nodes)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from partition import ConveyorError, Graph
 from partition.datasets import DATASETS, load_dataset
 from partition.datasets.common import reachable
 from partition.datasets.ogbn import _meta
+from partition.datasets import parallel, synthetic
 from partition.datasets.synthetic import PRODUCTS_EDGES, PRODUCTS_NODES, generate
 
 
@@ -78,6 +80,25 @@ def test_synthetic_same_seed_same_graph_and_cache_round_trip(synthetic_small):
     for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
         assert torch.equal(getattr(fresh, field), getattr(synthetic_small, field)), field
     assert synthetic_small.num_classes == fresh.num_classes == 47
+
+
+def graph_digest(graph: Graph) -> str:
+    digest = hashlib.sha256()
+    for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+        digest.update(getattr(graph, field).numpy().tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_synthetic_graph_does_not_depend_on_the_thread_count(monkeypatch, threads):
+    """The generator's numpy work runs on every core; the graph must be the one the serial
+    generator of 7653795 made (its digest below), because cached graphs of the same VERSION are
+    reused. SMALL is lowered so that the parallel merges really cut this small graph."""
+    monkeypatch.setattr(parallel, "num_threads", lambda: threads)
+    monkeypatch.setattr(synthetic, "num_threads", lambda: threads)
+    monkeypatch.setattr(parallel, "SMALL", 1000)
+    graph = generate(scale=0.002, seed=0)
+    assert graph_digest(graph) == "366329780079f1cddb121f7e6559ef62ca7ff35056a26f63ed98043139155073"
 
 
 def test_synthetic_different_seed_different_graph(synthetic_small):

@@ -81,10 +81,11 @@ def to_pyg_data(graph: Graph):
     return Data(x=graph.x, y=graph.y, edge_index=graph.edge_index(), num_nodes=graph.num_nodes)
 
 
-def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
+def train_reference(cfg, graph: Graph, out_dir, device: torch.device, num_workers: int = 0) -> dict:
     """Train the reference for `trainer.epochs` with seed `run.seed`; write `metrics.json` and
     TensorBoard scalars into `out_dir` in the same shape as conveyor's trainer; return
-    metrics.json's `epochs` and `final`, and the trained `model`."""
+    metrics.json's `epochs` and `final`, and the trained `model`. `num_workers`: the loaders'
+    sampling processes (PyG's ogbn-products example uses 12; 0 samples in this process)."""
     require_neighbor_sampling()
     seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
     fanouts = [int(f) for f in cfg.sampler.fanouts]
@@ -96,7 +97,7 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
     data = to_pyg_data(graph)
     with warnings.catch_warnings():  # PyG nags about pyg-lib when it samples with torch_sparse
         warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
-        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts)
+        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts, num_workers)
 
     recorder = RunRecorder(out_dir, OmegaConf.to_container(cfg, resolve=True))
     run_start = time.perf_counter()
@@ -131,13 +132,14 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
     return {"epochs": recorder.epochs, "final": final, "model": model}
 
 
-def _loaders(cfg, graph: Graph, data, fanouts):
+def _loaders(cfg, graph: Graph, data, fanouts, num_workers: int = 0):
     """Training batches as in PyG's example; val/test batches as conveyor's trainer evaluates."""
     from torch_geometric.loader import NeighborLoader
     train_loader = NeighborLoader(data, num_neighbors=fanouts, batch_size=int(cfg.trainer.batch_size),
-                                  input_nodes=graph.train_idx, shuffle=True)
+                                  input_nodes=graph.train_idx, shuffle=True, num_workers=num_workers)
     eval_loaders = {split: NeighborLoader(data, num_neighbors=fanouts, input_nodes=idx, shuffle=False,
-                                          batch_size=int(cfg.trainer.eval_batch_size))
+                                          batch_size=int(cfg.trainer.eval_batch_size),
+                                          num_workers=num_workers)
                     for split in ("val", "test")
                     if (idx := getattr(graph, f"{split}_idx")) is not None and idx.numel() > 0}
     return train_loader, eval_loaders

@@ -17,6 +17,11 @@ The model, all vectorised numpy:
   same-class) neighbours is far cleaner: neighbourhood aggregation (SAGE) clearly beats an MLP,
   as on products.
 Duplicate edges and self loops are dropped and resampled until the undirected edge count is exact.
+
+The random numbers are drawn in one fixed order from one generator, so the graph depends on
+(scale, seed) only; the work on them (transforms, sorts, the CSC layout: most of the time at
+scale 1) runs on every core in threads (numpy releases the GIL), with results identical to the
+single-threaded computation.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import torch
 from ..errors import ConveyorError
 from ..graph import Graph
 from .common import cached, finish
+from .parallel import merge_sorted, num_threads, thread_map
 
 PRODUCTS_NODES, PRODUCTS_EDGES = 2_449_029, 61_859_140  # undirected edges
 TRAIN_FRACTION, VAL_FRACTION = 196_615 / PRODUCTS_NODES, 39_323 / PRODUCTS_NODES
@@ -40,15 +46,15 @@ CHUNK = 1 << 22  # edges sampled per step, to bound memory at scale 1
 VERSION = "synthetic-v2"  # change whenever the model above changes: old caches are then rebuilt
 
 
-def _draw_ranks(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
-    """`size` ranks in 0..n-1 with P(r) ~ (r + WEIGHT_OFFSET)^-WEIGHT_EXPONENT.
+def _ranks(uniform: np.ndarray, n: int) -> np.ndarray:
+    """Ranks in 0..n-1 with P(r) ~ (r + WEIGHT_OFFSET)^-WEIGHT_EXPONENT, from uniform draws.
 
     The inverse CDF of the continuous power law, floored: O(1) per draw, where a binary search
     over the cumulative weights of 2.4M nodes would cost a cache miss per step.
     """
     beta = 1.0 - WEIGHT_EXPONENT
     lo, hi = WEIGHT_OFFSET ** beta, (n + WEIGHT_OFFSET) ** beta
-    ranks = (lo + rng.random(size) * (hi - lo)) ** (1.0 / beta) - WEIGHT_OFFSET
+    ranks = (lo + uniform * (hi - lo)) ** (1.0 / beta) - WEIGHT_OFFSET
     return np.clip(ranks, 0, n - 1).astype(np.int64)
 
 
@@ -58,43 +64,55 @@ def _edges(rng: np.random.Generator, rank_y: np.ndarray, node_of_rank: np.ndarra
 
     Chung-Lu in rank space: an edge joins a rank drawn by weight to either another rank drawn by
     weight or, with probability HOMOPHILY, a member of the first one's class drawn by weight.
+    This thread draws each chunk's uniforms in order; the threads turn them into sorted keys.
     """
     n = len(rank_y)
     by_class = np.argsort(rank_y, kind="stable")  # ranks grouped by class, ascending inside one
     size = np.bincount(rank_y)
     begin = np.cumsum(size) - size
+
+    def chunk_keys(draws):
+        u_draw, v_any_draw, v_same_draw, coin = draws
+        u, v_any = _ranks(u_draw, n), _ranks(v_any_draw, n)
+        # Classes are independent of rank, so the k-th member of class c has rank ~k*n/size[c]:
+        # a rank drawn by weight over all nodes, scaled by size[c]/n, picks a member by weight.
+        c = rank_y[u]
+        v_same = by_class[begin[c] + _ranks(v_same_draw, n) * size[c] // n]
+        v = np.where(coin < HOMOPHILY, v_same, v_any)
+        a, b = node_of_rank[u], node_of_rank[v]
+        a, b = np.minimum(a, b), np.maximum(a, b)
+        keys = (a * n + b)[a != b]
+        keys.sort()
+        return keys
+
     keys = np.empty(0, dtype=np.int64)
     while len(keys) < num_edges:  # each round draws what duplicates and self loops cost the last
         want = int((num_edges - len(keys)) * 1.05) + 16
-        parts = [keys]
-        for start in range(0, want, CHUNK):
-            m = min(CHUNK, want - start)
-            u = _draw_ranks(rng, m, n)
-            v_any = _draw_ranks(rng, m, n)
-            # Classes are independent of rank, so the k-th member of class c has rank ~k*n/size[c]:
-            # a rank drawn by weight over all nodes, scaled by size[c]/n, picks a member by weight.
-            c = rank_y[u]
-            v_same = by_class[begin[c] + _draw_ranks(rng, m, n) * size[c] // n]
-            v = np.where(rng.random(m) < HOMOPHILY, v_same, v_any)
-            a, b = node_of_rank[u], node_of_rank[v]
-            a, b = np.minimum(a, b), np.maximum(a, b)
-            parts.append((a * n + b)[a != b])
-        keys = np.concatenate(parts)
-        keys.sort()  # then drop repeats (faster than np.unique, which hashes)
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+        draws = ([rng.random(m) for _ in range(4)]  # u, v_any, v_same, coin: the serial order
+                 for m in (min(CHUNK, want - start) for start in range(0, want, CHUNK)))
+        keys = merge_sorted([keys, *thread_map(chunk_keys, draws)], unique=True)
     drop = rng.choice(len(keys), len(keys) - num_edges, replace=False)  # trim the overshoot
     return np.delete(keys, drop)
 
 
 def _csc(keys: np.ndarray, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Both directions of each undirected edge key, in CSC form (in-neighbours sorted by id)."""
-    a, b = np.divmod(keys, n)
-    directed = np.concatenate([b * n + a, keys])  # keys of (dst, src): (b <- a) and (a <- b)
-    del a, b
-    directed.sort()
-    indptr = np.searchsorted(directed, np.arange(n + 1, dtype=np.int64) * n)
-    indices = (directed % n).astype(np.int32)
+    def reversed_keys(part):  # keys of (dst, src) for (src, dst): (b <- a) for (a <- b)
+        a, b = np.divmod(part, n)
+        rev = b * n + a
+        rev.sort()
+        return rev
+
+    directed = merge_sorted([keys, *thread_map(reversed_keys, _slices(keys))])
+    starts = np.arange(n + 1, dtype=np.int64) * n
+    indptr = np.concatenate(thread_map(lambda s: np.searchsorted(directed, s), _slices(starts)))
+    indices = np.concatenate(thread_map(lambda d: (d % n).astype(np.int32), _slices(directed)))
     return torch.from_numpy(indptr.astype(np.int64)), torch.from_numpy(indices)
+
+
+def _slices(array: np.ndarray) -> list[np.ndarray]:
+    """`array` cut into one view per thread."""
+    return np.array_split(array, num_threads())
 
 
 def generate(scale: float = 0.01, seed: int = 0, num_features: int = 100,
@@ -113,8 +131,13 @@ def generate(scale: float = 0.01, seed: int = 0, num_features: int = 100,
 
     centroids = rng.standard_normal((num_classes, num_features), dtype=np.float32)
     x = rng.standard_normal((n, num_features), dtype=np.float32)
-    x *= NOISE
-    x += centroids[y]
+
+    def add_signal(rows: slice):  # in place, one block of rows per thread
+        x[rows] *= NOISE
+        x[rows] += centroids[y[rows]]
+
+    cuts = np.linspace(0, n, num_threads() + 1).astype(np.int64)
+    thread_map(add_signal, [slice(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:])])
 
     order = rng.permutation(n)
     n_train, n_val = round(n * TRAIN_FRACTION), round(n * VAL_FRACTION)

@@ -1,0 +1,41 @@
+"""The PyG reference loop alone (trainer/reference.py: NeighborLoader, PyG's GraphSAGE, Adam), on
+the config that `launch.py OVERRIDE ...` would compose, with its loaders' worker processes as in
+PyG's ogbn-products example; conveyor's `mode=compare` runs the same loop in-process.
+
+    python benchmarks/gpu/reference_run.py --out DIR [--workers N] OVERRIDE ...
+
+Writes DIR/metrics.json (the shape conveyor's runs write) and prints `final` as one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--workers", type=int, default=12, help="NeighborLoader worker processes")
+    args, overrides = p.parse_known_args()
+    from hydra import compose, initialize_config_dir
+
+    from trainer.config import resolve_device, use_device
+    from trainer.reference import train_reference
+    from trainer.run import load_graph
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides)
+    device = use_device(resolve_device(cfg.run.device))
+    graph = load_graph(cfg.data)
+    result = train_reference(cfg, graph, args.out, device, num_workers=args.workers)
+    print(json.dumps(result["final"]))
+
+
+if __name__ == "__main__":
+    main()
