@@ -181,7 +181,7 @@ def test_a_programs_exception_is_raised_with_its_traceback():
     while not isinstance(error, RuntimeError) or isinstance(error, interpreter.InterpreterError):
         error = error.__cause__  # the interpreter wraps a program's error, as without the harness
     assert str(error) == "program 2 fails"
-    assert "(raised in Triton program (2, 0, 0) under threaded_programs)" in error.__notes__
+    assert error.__notes__ == ["(raised in Triton program (2, 0, 0) under threaded_programs, seed 0, launch 1)"]
     names = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
     assert names[-2:] == ["one_program_fails", "fail_in_program"], names
     assert not program_threads()
@@ -192,12 +192,32 @@ def test_everything_is_restored_on_exit():
     saved = {name: interpreter.InterpreterBuilder.__dict__.get(name) for name in
              ("grid_idx", "set_grid_dim", "create_masked_load", "create_masked_store", "create_atomic_rmw",
               "create_atomic_cas")}
-    call, patch_lang = interpreter.GridExecutor.__call__, interpreter._patch_lang
+    executor = dict(interpreter.GridExecutor.__dict__)
+    patch_lang = interpreter._patch_lang
     with threaded_programs(seed=0, switch_interval=1e-6):
         assert sys.getswitchinterval() < interval
         with pytest.raises(RuntimeError, match="not reentrant"):
             with threaded_programs():
                 pass
     assert sys.getswitchinterval() == interval
-    assert interpreter.GridExecutor.__call__ is call and interpreter._patch_lang is patch_lang
+    assert dict(interpreter.GridExecutor.__dict__) == executor and interpreter._patch_lang is patch_lang
     assert saved == {name: interpreter.InterpreterBuilder.__dict__.get(name) for name in saved}
+
+
+@triton.jit
+def write_past(out, n):
+    """Program 1 writes one element past the end of `out`."""
+    pid = tl.program_id(0)
+    tl.store(out + n * pid, 1)
+
+
+def test_out_of_bounds_access_is_an_error_not_a_crash():
+    """Checked against each argument's own view: writing past a slice of a bigger buffer counts."""
+    buffer = torch.zeros(8, dtype=torch.int32)
+    with pytest.raises(Exception) as caught:
+        with threaded_programs(seed=0, timeout=30):
+            write_past[(2,)](buffer[:4], 4)
+    error = caught.value.__cause__
+    assert isinstance(error, IndexError) and "outside every tensor argument" in str(error), error
+    assert "program (1, 0, 0)" in error.__notes__[0]
+    assert buffer.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]  # program 0 wrote, program 1 was stopped
