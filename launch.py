@@ -21,8 +21,8 @@ def _interrupt(signum, frame):
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    from trainer.run import run
     from trainer.checkpoint import CHECKPOINT
+    from trainer.modes import run
 
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -104,7 +104,7 @@ def run_one(config: dict) -> dict:
         batches = list(train[:config["batches"] * config["batch_size"]].split(config["batch_size"]))
         cached = top_fraction(part.degree_ranking, part.node_ids.numel(), config["cache"])
         part_hits = hit_ratio(build_sampler("bsp", part.graph, fanouts), batches, cached)
-        full_hits = hit_ratio(full_sampler, batches, full_cached, lambda s: part.node_ids[s])
+        full_hits = hit_ratio(full_sampler, batches, full_cached, lambda s, ids=part.node_ids: ids[s])
         sample_cpu += time.process_time() - sample_start
         rows.append(dict(part.info, hit_ratio=part_hits, full_graph_hit_ratio=full_hits))
         del part
@@ -172,7 +172,9 @@ def table(results) -> str:
             lines.append(f"{r['scale']:g} | {r['num_parts']} | {r['method']} | {r['error']}")
             continue
         b = base.get((r["scale"], r["num_parts"]))
-        ratio = lambda key: f"{r[key] / b[key]:.2f}" if b and b[key] else "-"
+        def ratio(key, r=r, b=b):
+            return f"{r[key] / b[key]:.2f}" if b and b[key] else "-"
+
         counts = r["train_counts"]
         lines.append(" | ".join([
             f"{r['scale']:g}", str(r["num_parts"]), r["method"], f"{r['seconds']:.1f}",

@@ -74,7 +74,8 @@ def overrides(args, mode: str) -> list[str]:
 
 
 def compose(overrides_: list[str]):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         return hydra_compose(config_name="config", overrides=overrides_)
 
@@ -145,6 +146,7 @@ class Monitor:
 
 def setup(args, mode):
     import torch
+
     from trainer.models import build_model
     from trainer.run import load_graph
     cfg = compose(overrides(args, mode))
@@ -157,7 +159,7 @@ def setup(args, mode):
 
 
 def epoch_batches(args, graph, epoch):
-    from trainer.batches import STREAM_SAMPLER, epoch_seed_batches, stream_seed
+    from pipeline.seeds import STREAM_SAMPLER, epoch_seed_batches, stream_seed
     return (epoch_seed_batches(graph.train_idx, args.batch_size, args.seed, epoch),
             stream_seed(args.seed, epoch, STREAM_SAMPLER))
 
@@ -165,7 +167,8 @@ def epoch_batches(args, graph, epoch):
 def run_mode(args, mode: str) -> dict:
     """--epochs training epochs through the serial or the async batch source."""
     import torch
-    from trainer.batches import synchronize
+
+    from pipeline.batch import synchronize
     from trainer.loop import train_epoch
     from trainer.run import build_batch_source
     monitor = Monitor(args.device)
@@ -211,17 +214,18 @@ def steady_pipeline_stats(source, warm: dict) -> dict:
 def run_stages(args) -> dict:
     """Each stage alone over one epoch's batches (epoch 2's, after a warm-up on epoch 1's)."""
     import torch
-    from samplers import build_sampler, default_sampler_name
-    from trainer.batches import PreparedBatch, synchronize
+
+    from cache.configured import cache_from_config
+    from pipeline.batch import BatchCost, PreparedBatch, seed_labels, synchronize
+    from pipeline.options import PipelineOptions
+    from samplers import build_sampler, resolve_sampler_name
     from trainer.loop import train_epoch
-    from trainer.pipeline.options import PipelineOptions
-    from trainer.run import build_cache_for
     cfg, graph, device, model, optimizer = setup(args, "stages")
     stage_threads = PipelineOptions.from_config(compose(overrides(args, "async")).pipeline).threads
     trainer_threads = torch.get_num_threads()
-    name = default_sampler_name(device) if cfg.sampler.name == "auto" else str(cfg.sampler.name)
+    name = resolve_sampler_name(cfg.sampler.name, device)
     sampler = build_sampler(name, graph, list(cfg.sampler.fanouts), device=device, seed=args.seed)
-    cache = build_cache_for(cfg, graph, device)
+    cache = cache_from_config(cfg, graph, device)
 
     def timed(fn, items, threads):
         torch.set_num_threads(threads)  # as many threads as the stage has in the pipeline
@@ -238,9 +242,9 @@ def run_stages(args) -> dict:
     seeds, sampler_seed = epoch_batches(args, graph, 2)
     sampler.manual_seed(sampler_seed)
     sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads)
-    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), graph.y[b.seeds.cpu()].to(device)),
+    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(graph.y, b, device)),
                                sampled, stage_threads)
-    prepared = [PreparedBatch(b, x, y) for b, (x, y) in zip(sampled, gathered)]
+    prepared = [PreparedBatch(b, x, y, BatchCost()) for b, (x, y) in zip(sampled, gathered)]
     train_epoch(model, optimizer, prepared[:1], 1, False)  # warm-up
     synchronize(device)
     start = time.perf_counter()
@@ -366,7 +370,8 @@ def main(argv=None):
     machine = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     if args.device == "cuda":
         import torch
-        from trainer.pipeline.mps import detect_mps
+
+        from pipeline.mps import detect_mps
         machine["gpu"] = torch.cuda.get_device_name()
         machine["system_mps"] = detect_mps().describe()  # an MPS daemon of the machine's own would serve every mode
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "result")},

@@ -4,9 +4,9 @@ products-shaped graph.
 
 For fanouts [15,10,5] and [10,10,10] and batch sizes 1024 and 4096 (or --fanouts and
 --batch-sizes) it times --batches batches of each sampler (the same seeds for all), and fused's
-super-batch mode (`sample_many` of --super-batch batches per launch). Reported: ms per batch, sampled edges per second, and the
-speedup over bsp measured in the same run (bsp ms / sampler ms), plus the mean nodes and edges per
-batch as a check that the samplers draw subgraphs of the same size.
+super-batch mode (`sample_many` of --super-batch batches per launch). Reported: ms per batch,
+sampled edges per second, and the speedup over bsp measured in the same run (bsp ms / sampler
+ms), plus the mean nodes and edges per batch as a check that the samplers draw subgraphs of the same size.
 
     python benchmarks/sampling.py --device cuda                   # scale 1.0 (products' size)
     python benchmarks/sampling.py                                 # CPU: a small graph

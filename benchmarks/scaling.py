@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from trainer.config import resolve_device  # noqa: E402
 from partition.configured import make_partitions  # noqa: E402
+from partition.device import resolve_device  # noqa: E402
 from trainer.distributed import train_distributed  # noqa: E402
 from trainer.run import train  # noqa: E402
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 import torch
 
 from partition import ConveyorError, Graph
+from partition.device import resolve_device
 
 from .feature_cache import FeatureCache
 from .options import capacity_to_nodes, parse_bytes, parse_capacity, parse_dtype
@@ -58,7 +59,7 @@ def build_cache(policy: str, graph: Graph, capacity="auto", device="cpu", dtype=
     kind, value = parse_capacity(capacity)
     reserve, prefetch = parse_bytes(reserve, "cache.reserve"), parse_bytes(prefetch, "cache.prefetch")
     dtype = parse_dtype(dtype, x.dtype)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     order = policy_ranking(policy, graph, ranking=ranking, trace=trace, seed=seed)
     features = x if x.dtype == dtype else x.to(dtype)  # converted once, here
     cache = FeatureCache(features, order, device, policy, auto=kind == "auto", reserve=reserve,
@@ -84,21 +85,6 @@ def _check_features(graph: Graph) -> torch.Tensor:
         raise ConveyorError("graph.x must stay in host memory; the cache puts the rows it keeps "
                             "on the device itself and reads misses from the host copy.")
     return x
-
-
-def _resolve_device(device) -> torch.device:
-    if device is None or str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ConveyorError(f"cache device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}.")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConveyorError("the cache was asked for a CUDA device but torch sees no GPU here; "
-                            "use run.device=cpu (or auto).")
-    if device.type not in ("cpu", "cuda"):
-        raise ConveyorError(f"the cache supports cpu and cuda devices, not {device.type!r}.")
-    return device
 
 
 __all__ = ["POLICIES", "FeatureCache", "build_cache"]

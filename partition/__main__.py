@@ -44,7 +44,8 @@ def parse(tokens) -> tuple[int, bool, list]:
 
 
 def compose(overrides: list):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

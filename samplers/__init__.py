@@ -8,20 +8,20 @@ from .batch import SampledBatch
 SAMPLERS = ("fused", "bsp", "pyg")
 
 
-def default_sampler_name(device) -> str:
-    """`bsp`, on CPU and (for now) on CUDA too. `fused` becomes the CUDA default once the GPU
-    validation suite (benchmarks/gpu/) has passed on a GPU with its results committed: until
-    then it has only run under Triton's CPU interpreter and compiled for sm_90, so it is opt-in."""
+def resolve_sampler_name(name: str, device) -> str:
+    """`name`, or for `auto` the sampler for `device`: `bsp`, on CPU and (for now) on CUDA too.
+    `fused` becomes the CUDA default once the GPU validation suite (benchmarks/gpu/) has passed
+    on a GPU with its results committed: until then it has only run under Triton's CPU
+    interpreter and compiled for sm_90, so it is opt-in."""
     del device  # the choice will depend on it again once fused is validated
-    return "bsp"
+    return "bsp" if str(name) == "auto" else str(name)
 
 
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0, deterministic: bool = True):
-    """A sampler whose `sample(seeds)` returns a `SampledBatch` (see DESIGN.md).
+    """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
     batches, at the cost of a few sorts per batch."""
-    if name == "auto":
-        name = default_sampler_name(device)
+    name = resolve_sampler_name(name, device)
     if name == "bsp":
         from .bsp import BSPSampler
         return BSPSampler(graph, fanouts, device=device, seed=seed)
@@ -35,4 +35,4 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                         f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
 
 
-__all__ = ["SAMPLERS", "SampledBatch", "build_sampler", "default_sampler_name"]
+__all__ = ["SAMPLERS", "SampledBatch", "build_sampler", "resolve_sampler_name"]

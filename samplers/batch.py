@@ -1,8 +1,8 @@
-"""`SampledBatch`: the L-hop message-flow graph of one mini-batch (DESIGN.md), tensors only."""
+"""`SampledBatch`: the L-hop message-flow graph of one mini-batch (docs/design.md), tensors only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import Dict, List
 
 import torch
 from torch import Tensor
@@ -38,6 +38,17 @@ class SampledBatch:
         counts = self.num_nodes_per_hop.tolist()
         for h in range(self.num_hops, 0, -1):
             yield self.edge_index_per_hop[h - 1], counts[h], counts[h - 1]
+
+    def to_tensors(self) -> Dict[str, Tensor]:
+        """The batch's tensors by name, to cross a process boundary in shared buffers; the node
+        counts travel apart, as a plain list (`from_tensors` puts the batch back together)."""
+        return {"n_id": self.n_id, **{f"e{h}": e for h, e in enumerate(self.edge_index_per_hop)}}
+
+    @classmethod
+    def from_tensors(cls, tensors: Dict[str, Tensor], num_nodes_per_hop: List[int]) -> "SampledBatch":
+        hops = len(num_nodes_per_hop) - 1
+        return cls(tensors["n_id"], torch.tensor(num_nodes_per_hop, dtype=torch.long),
+                   [tensors[f"e{h}"] for h in range(hops)])
 
     def share_memory_(self) -> "SampledBatch":
         self.n_id.share_memory_()

@@ -1,5 +1,5 @@
 """`fused`: every hop of a mini-batch -- or of several, a super-batch -- in ONE persistent Triton
-kernel launch (samplers/fused_kernel.py explains the kernel). Same output as `bsp` (DESIGN.md).
+kernel launch (samplers/fused_kernel.py explains the kernel). Same output as `bsp` (docs/design.md).
 
 This wrapper sizes the kernel's buffers from the fanouts and the batch sizes (worst-case bounds:
 |N_h| <= |N_{h-1}| * (1 + fanout), capped by the graph; times `buffer_scale`), keeps them across

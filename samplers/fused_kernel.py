@@ -1,6 +1,6 @@
 """The persistent Triton kernel behind the `fused` sampler: every hop of B mini-batches, one launch.
 
-Output: exactly the `bsp` semantics (DESIGN.md). At hop h every node of N_{h-1} draws
+Output: exactly the `bsp` semantics (docs/design.md). At hop h every node of N_{h-1} draws
 min(deg, fanouts[h-1]) distinct in-neighbours uniformly without replacement, independently of the
 other hops; n_id holds the seeds first, in order, then the nodes first reached at hop 1, then at
 hop 2, ...; hop h's edges are in local ids. A super-batch keeps its B batches apart with

@@ -47,7 +47,8 @@ def test_same_seed_same_batch_and_reseeding():
     c = sampler.sample(seeds)  # the stream moves on
     sampler.manual_seed(11)
     d = sampler.sample(seeds)
-    assert torch.equal(a.n_id, b.n_id) and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop))
+    assert torch.equal(a.n_id, b.n_id)
+    assert all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop))
     assert not torch.equal(b.edge_index_per_hop[1], c.edge_index_per_hop[1])
     assert torch.equal(d.n_id, b.n_id)
 

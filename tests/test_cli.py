@@ -75,7 +75,8 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, data_root):
     uninterrupted run's, because every random stream derives from (seed, epoch)."""
     out = tmp_path / "run"
     args = ["data=synthetic", f"data.root={data_root}", "data.scale=0.005", "trainer.epochs=4",
-            "trainer.batch_size=64", "trainer.eval_every=4", f"run.out_dir={out}", "trainer.progress=false", "run.device=cpu"]
+            "trainer.batch_size=64", "trainer.eval_every=4", f"run.out_dir={out}", "trainer.progress=false",
+            "run.device=cpu"]
     proc = subprocess.Popen([sys.executable, str(REPO / "launch.py"), *args], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     checkpoint = out / "checkpoints" / "last.pt"

@@ -10,8 +10,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from partition import ConveyorError
 from tests.configs import make_config
-from trainer.run import run
 from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION
+from trainer.modes import run
 
 EPOCHS, SEEDS = 3, 2
 HAS_SAMPLING = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE

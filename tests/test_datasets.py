@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from partition import ConveyorError, Graph
-from partition.datasets import DATASETS, load_dataset
+from partition.datasets import DATASETS, load_dataset, parallel, synthetic
 from partition.datasets.common import reachable
 from partition.datasets.ogbn import _meta
-from partition.datasets import parallel, synthetic
 from partition.datasets.synthetic import PRODUCTS_EDGES, PRODUCTS_NODES, generate
 
 

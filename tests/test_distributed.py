@@ -18,8 +18,8 @@ from partition import ConveyorError
 from partition.partitioner import partition_graph
 from tests.configs import REPO, make_config
 from tests.graphs import power_law_graph
-from trainer.run import train
 from trainer.distributed import RankFailed, num_batches_per_epoch, rank_seed_batches, train_distributed
+from trainer.run import train
 
 CORA_EPOCHS = 20
 

@@ -9,8 +9,8 @@ import scipy.sparse as sp
 import torch
 
 from partition import ConveyorError, Graph
-from partition.partitioner import (format_report, load_or_partition, partition_graph,
-                                   partition_report, rebalance)
+from partition.assignment import rebalance
+from partition.partitioner import format_report, load_or_partition, partition_graph, partition_report
 from partition.store import load_part, load_parts, save_parts
 from samplers import build_sampler
 from tests.graphs import power_law_graph, random_graph, with_isolated

@@ -15,18 +15,19 @@ import psutil
 import pytest
 import torch
 
+from cache.configured import cache_from_config
 from partition import ConveyorError, Graph
+from pipeline import AsyncBatches, PipelineError
+from pipeline.mps import detect_mps, thread_percentages
+from pipeline.pace import PaceController
+from pipeline.seeds import epoch_seed_batches, eval_seed_batches
+from pipeline.serial import SerialBatches
+from pipeline.sharing import share_graph
+from pipeline.slots import SlotReader, SlotWriter
 from samplers import build_sampler
 from tests.configs import REPO, make_config
-from trainer.run import train
-from trainer.batches import SerialBatches, epoch_seed_batches, eval_seed_batches
 from trainer.checkpoint import load_checkpoint
-from trainer.run import build_cache_for
-from trainer.pipeline import AsyncBatches, PipelineError
-from trainer.pipeline.mps import detect_mps, thread_percentages
-from trainer.pipeline.pace import PaceController
-from trainer.pipeline.sharing import share_graph
-from trainer.pipeline.slots import SlotReader, SlotWriter
+from trainer.run import train
 
 FAULT_DEADLINE_S = 10.0  # the issue's bound: a failed stage stops the run within 10 s
 
@@ -55,8 +56,8 @@ def assert_same_batches(async_batches, serial_batches):
         for ea, es in zip(a.batch.edge_index_per_hop, s.batch.edge_index_per_hop, strict=True):
             assert torch.equal(ea, es)
         assert torch.equal(a.x, s.x) and torch.equal(a.y, s.y)
-        assert (a.cache_hits, a.cache_misses, a.bytes_from_host) == \
-            (s.cache_hits, s.cache_misses, s.bytes_from_host)
+        assert (a.cost.cache_hits, a.cost.cache_misses, a.cost.bytes_from_host) == \
+            (s.cost.cache_hits, s.cost.cache_misses, s.cost.bytes_from_host)
         count += 1
     return count
 
@@ -172,7 +173,7 @@ def pipeline(tmp_path_factory):
     cfg = pipeline_config(tmp_path_factory.mktemp("run"), "pipeline.depth=3",
                           "pipeline.pace.interval=5", "pipeline.pace.patience=3")
     serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),
-                           build_cache_for(cfg, graph, torch.device("cpu")), graph.y, "cpu")
+                           cache_from_config(cfg, graph, torch.device("cpu")), graph.y, "cpu")
     source = AsyncBatches(cfg, graph, torch.device("cpu"), "bsp")
     try:
         yield graph, source, serial
@@ -186,7 +187,7 @@ def test_pace_controller_holds_a_fast_loader_back_for_a_slow_trainer(pipeline):
     assert source.pace.limits == {"sampled": 3, "ready": 3}  # the first run of this pipeline
     seeds = epoch_seed_batches(graph.train_idx, 8, run_seed=0, epoch=5)[:30]
     depths = []
-    for pb in source.run(seeds, 3):
+    for _ in source.run(seeds, 3):
         time.sleep(0.06)  # a slow training step
         depths.append(source.control.depth("ready"))
     assert max(depths) <= 3  # never more batches waiting than pipeline.depth
@@ -398,3 +399,16 @@ def test_an_interrupted_run_stops_cleanly_and_keeps_its_checkpoint(tmp_path, dat
     assert_gone(tree)
     left = [name for name in shared if os.path.exists(name)]
     assert not left, left
+
+
+def test_the_same_seed_gives_the_losses_recorded_before_the_layout_change(tmp_path, data_root):
+    """Moving the batch sources into their own package (pipeline/) changed no arithmetic: serial
+    and async runs give the per-batch and per-epoch losses recorded from the code before it
+    (tests/data/losses_c68efbd.json, CPU, torch 2.13)."""
+    recorded = json.loads((REPO / "tests" / "data" / "losses_c68efbd.json").read_text())
+    serial, piped = train_both(tmp_path, *recorded["overrides"], f"data.root={data_root}")
+    for (metrics, losses, _, _), mode in ((serial, "serial"), (piped, "async")):
+        before = recorded["runs"][mode]
+        assert losses == pytest.approx(before["batch_loss"], rel=1e-5, abs=1e-6), mode
+        assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(before["epoch_loss"], rel=1e-5), mode
+        assert metrics["final"]["test_acc"] == before["test_acc"], mode

@@ -147,7 +147,8 @@ def relay(flags, order, ticket):
 def test_programs_that_wait_for_each_other_complete():
     n = 6
     for seed in range(3):
-        flags, order, ticket = torch.zeros(n, dtype=torch.int32), torch.full((n,), -1), torch.zeros(1, dtype=torch.int64)
+        flags, order = torch.zeros(n, dtype=torch.int32), torch.full((n,), -1)
+        ticket = torch.zeros(1, dtype=torch.int64)
         with threaded_programs(seed=seed, timeout=30):
             relay[(n,)](flags, order, ticket)
         assert order.tolist() == list(range(n - 1, -1, -1))

@@ -2,7 +2,6 @@
 import json
 
 import pytest
-import torch
 
 from tests.configs import make_config
 from trainer.run import train

@@ -1,6 +1,6 @@
-"""Stage 3: owns a run (processes, queues, models, logging). Imports partition, samplers, cache.
+"""The top stage: owns a run (the model, the epoch loop, evaluation, logging, checkpoints, DDP
+ranks, the comparison with PyG). Imports partition, samplers, cache and pipeline; nothing imports
+it but launch.py.
 
-Entry points: `trainer.run.run(cfg)` (what launch.py calls) and `trainer.run.train(cfg)`. Nothing
-is imported here, so the pipeline's stage processes, which import `trainer.pipeline`, start
-without loading the models (PyG) they never use.
+Entry points: `trainer.modes.run(cfg)` (what launch.py calls) and `trainer.run.train(cfg)`.
 """

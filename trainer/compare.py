@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from partition import ConveyorError
+from partition.device import resolve_device, use_device
 
-from .config import resolve_device, use_device
 from .metrics import setup_logging
 from .reference import require_neighbor_sampling, train_reference
+from .run import load_graph, train
 
 log = logging.getLogger("conveyor")
 
@@ -38,7 +39,6 @@ def compare(cfg) -> dict:
     """Run both systems for every seed, then write and print the comparison; return comparison.json's dict."""
     require_neighbor_sampling()
     num_seeds, target = _check(cfg)
-    from .run import load_graph, train
     out_dir = Path(cfg.run.out_dir)
     setup_logging(out_dir)
     device = use_device(resolve_device(cfg.run.device))

@@ -1,7 +1,6 @@
 """Checks of a composed config that Hydra cannot do itself, each failing with the fix in words."""
 from __future__ import annotations
 
-import torch
 from omegaconf import DictConfig
 
 from partition import ConveyorError
@@ -45,28 +44,3 @@ def check_config(cfg: DictConfig) -> None:
         raise ConveyorError(f"trainer.lr must be > 0, got {cfg.trainer.lr}.")
     if not 0 <= float(cfg.model.dropout) < 1:
         raise ConveyorError(f"model.dropout must lie in [0, 1), got {cfg.model.dropout}.")
-
-
-def resolve_device(name: str) -> torch.device:
-    name = str(name)
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConveyorError(f"run.device={name} but no CUDA device is visible; use run.device=cpu "
-                            f"(or auto), or check CUDA_VISIBLE_DEVICES and the driver.")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise ConveyorError(f"run.device must be auto, cpu, cuda or cuda:N, got {name!r}.")
-
-
-def use_device(device: torch.device) -> torch.device:
-    """Make `device` this process's current GPU (Triton launches on the current device, and a
-    process that never sets it opens a context on GPU 0 as well); returns it with its index, so
-    the stage processes it is handed to use the same GPU."""
-    if device.type != "cuda":
-        return device
-    if device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    torch.cuda.set_device(device)
-    return device

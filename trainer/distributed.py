@@ -29,7 +29,6 @@ import signal
 import socket
 import sys
 import tempfile
-import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +43,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from partition import ConveyorError, Graph
 from partition.configured import make_partitions
+from partition.device import resolve_device
 from partition.store import load_part
+from pipeline.seeds import shuffled
+from pipeline.shutdown import stop_processes
 
-from .batches import STREAM_ORDER, stream_seed
-from .config import check_config, resolve_device
+from .config import check_config
 from .metrics import setup_logging
 from .run import prepare_out_dir, train
 
@@ -86,9 +87,7 @@ def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch:
                       rank: int) -> List[Tensor]:
     """This rank's training nodes shuffled for `epoch`, cut into exactly `num_batches` batches
     (sizes differ by at most one), so that every rank steps the optimizer equally often."""
-    g = torch.Generator().manual_seed(stream_seed(rank_seed(run_seed, rank), epoch, STREAM_ORDER))
-    order = train_idx[torch.randperm(train_idx.numel(), generator=g)]
-    return list(order.tensor_split(num_batches))
+    return list(shuffled(train_idx, rank_seed(run_seed, rank), epoch).tensor_split(num_batches))
 
 
 # -- one rank ------------------------------------------------------------------------------------
@@ -345,17 +344,12 @@ def _wait_for_failure(procs) -> List[int]:
     return []
 
 
-def _stop(procs, grace_s: float = 5.0) -> None:
-    """SIGTERM the ranks still running, SIGKILL those still there after `grace_s`."""
+def _stop(procs) -> None:
+    """SIGTERM the ranks still running; stop_processes kills those still there after its grace."""
     for p in procs:
         if p.is_alive():
             p.terminate()
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join()
+    stop_processes(procs)
 
 
 def _failure(procs, failed: List[int], notes: Path) -> Exception:

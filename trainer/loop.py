@@ -29,9 +29,9 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         seen += n
         edges += pb.batch.num_sampled_edges
         train_s += time.perf_counter() - t0
-        sample_s += pb.sample_s
-        gather_s += pb.gather_s
-        hits, misses, host_bytes = hits + pb.cache_hits, misses + pb.cache_misses, host_bytes + pb.bytes_from_host
+        cost = pb.cost
+        sample_s, gather_s = sample_s + cost.sample_s, gather_s + cost.gather_s
+        hits, misses, host_bytes = hits + cost.cache_hits, misses + cost.cache_misses, host_bytes + cost.bytes_from_host
         bar.set_postfix(loss=f"{batch_loss:.3f}")
         if on_batch is not None:
             on_batch(step, batch_loss, pb)

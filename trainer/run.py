@@ -2,20 +2,21 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from cache.configured import cache_from_config
 from partition import ConveyorError, Graph
-from samplers import build_sampler, default_sampler_name
+from partition.device import resolve_device, use_device
+from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, epoch_seed_batches, eval_seed_batches, stream_seed
+from pipeline.serial import SerialBatches
+from samplers import build_sampler, resolve_sampler_name
 
-from .batches import (STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, SerialBatches, epoch_seed_batches,
-                      eval_seed_batches, stream_seed)
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import check_config, resolve_device, use_device
+from .config import check_config
 from .loop import evaluate, train_epoch
 from .metrics import RunRecorder, setup_logging
 from .models import build_model
@@ -28,26 +29,16 @@ def load_graph(cfg_data) -> Graph:
     return load_configured(cfg_data)
 
 
-def build_cache_for(cfg, graph: Graph, device: torch.device):
-    from cache import build_cache
-    c = cfg.cache
-    return build_cache(str(c.policy), graph, capacity=c.capacity, device=device,
-                       dtype=c.get("dtype"), reserve=c.get("reserve", "1GiB"),
-                       prefetch=c.get("prefetch", 0), seed=int(cfg.run.seed))
-
-
 def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
     """The stage(s) that turn seeds into prepared batches: in-process or a process pipeline.
     `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
-    sampler_name = str(cfg.sampler.name)
-    if sampler_name == "auto":
-        sampler_name = default_sampler_name(device)
+    sampler_name = resolve_sampler_name(cfg.sampler.name, device)
     if cfg.pipeline.name == "async":
-        from .pipeline import AsyncBatches
+        from pipeline import AsyncBatches
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
                             seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.get("deterministic", True)))
-    return SerialBatches(sampler, build_cache_for(cfg, graph, device), graph.y, device)
+    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device)
 
 
 def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
@@ -103,7 +94,7 @@ def train(cfg: DictConfig, ctx=None) -> dict:
                             epoch_seed_batches(graph.train_idx, bs, seed, epoch))
             step0 = (epoch - 1) * len(seed_batches)
 
-            def on_batch(step, loss, pb):
+            def on_batch(step, loss, pb, step0=step0):
                 recorder.scalar("batch/loss", loss, step0 + step)
 
             t0 = time.perf_counter()
@@ -162,15 +153,3 @@ def train(cfg: DictConfig, ctx=None) -> dict:
 
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.4f}"
-
-
-def run(cfg: DictConfig):
-    """What `launch.py` calls: one training run, or the side-by-side comparison (mode=compare)."""
-    check_config(cfg)
-    if cfg.mode == "compare":
-        from .compare import compare
-        return compare(cfg)
-    if int(cfg.run.world_size) > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1:  # or torchrun's
-        from .distributed import train_distributed
-        return train_distributed(cfg)
-    return train(cfg)

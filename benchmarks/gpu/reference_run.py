@@ -25,7 +25,7 @@ def main() -> None:
     args, overrides = p.parse_known_args()
     from hydra import compose, initialize_config_dir
 
-    from trainer.config import resolve_device, use_device
+    from partition.device import resolve_device, use_device
     from trainer.reference import train_reference
     from trainer.run import load_graph
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -23,14 +23,17 @@ def rows(results: dict) -> list[tuple[str, str, str]]:
     e2e = (results.get("e2e") or {}).get("systems", {})
     conv, pyg = e2e.get("conveyor", {}), e2e.get("pyg", {})
     asyn, mps = pipe.get("async", {}), pipe.get("async_mps", {})
-    interp = " (fused under the CPU interpreter)" if sampling.get("fused_ms") and sampling.get("fused_interpreted") else ""
+    interpreted = sampling.get("fused_ms") and sampling.get("fused_interpreted")
+    interp = " (fused under the CPU interpreter)" if interpreted else ""
     out = [
         ("sampler ms per batch, 1024 seeds, [15,10,5]: fused, bsp, pyg",
          f"fused {fmt(sampling.get('fused_ms'))}, bsp {fmt(sampling.get('bsp_ms'))}, pyg "
-         f"{fmt(sampling.get('pyg_ms'))}; fused speed-up over bsp {ratio(sampling.get('bsp_ms'), sampling.get('fused_ms'))}"
+         f"{fmt(sampling.get('pyg_ms'))}; fused speed-up over bsp "
+         f"{ratio(sampling.get('bsp_ms'), sampling.get('fused_ms'))}"
          + interp, "bench/sampling.json"),
         (f"sampled edges/s, fused super-batch of {sampling.get('super_batch', NA)} (best config)",
-         f"{fmt(sampling.get('super_batch_edges_per_s'), '.3g')} ({fmt(sampling.get('best_super_batch_edges_per_s'), '.3g')}); "
+         f"{fmt(sampling.get('super_batch_edges_per_s'), '.3g')} "
+         f"({fmt(sampling.get('best_super_batch_edges_per_s'), '.3g')}); "
          f"bsp {fmt(sampling.get('bsp_edges_per_s'), '.3g')}", "bench/sampling.json"),
         (f"cache hit ratio, degree at {fmt(cache.get('size'), '.0%')} of nodes (optimal); auto size",
          f"{fmt(cache.get('hit_ratio'), '.3f')} ({fmt(cache.get('optimal_hit_ratio'), '.3f')}); auto "

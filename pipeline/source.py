@@ -33,8 +33,9 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from partition import ConveyorError
+from samplers import SampledBatch
 
-from ..batches import PreparedBatch
+from .batch import PreparedBatch
 from .control import Control
 from .mps import PERCENT_ENV, detect_mps, thread_percentages
 from .options import STAGES, PipelineOptions
@@ -42,7 +43,7 @@ from .pace import PaceController
 from .sharing import share_graph
 from .shutdown import describe_exit, in_main_thread, signals_held, spawning, stop_processes
 from .slots import SlotReader
-from .stages import POLL_S, BatchMessage, StageSpec, batch_from, stage_main
+from .stages import POLL_S, BatchMessage, StageSpec, stage_main
 
 log = logging.getLogger("conveyor")
 
@@ -178,12 +179,11 @@ class AsyncBatches:
                                     f"was due; the stages lost their order (a bug).")
             start = time.perf_counter()
             views = self.reader.unpack(message.slot, message.packed)
-            batch = PreparedBatch(batch_from(views, message.counts), views["x"], views["y"],
-                                  message.sample_s, message.gather_s, message.cache_hits,
-                                  message.cache_misses, message.bytes_from_host)
+            batch = PreparedBatch(SampledBatch.from_tensors(views, message.counts), views["x"], views["y"],
+                                  message.cost)
             self._lease(message.slot, list(views.values()))
             del views
-            ipc_s = message.ipc_s + time.perf_counter() - start
+            ipc_s = message.cost.ipc_s + time.perf_counter() - start
             given = time.perf_counter()
             yield batch
             del batch
@@ -342,8 +342,8 @@ class AsyncBatches:
         t["batches"] += 1
         t["trainer_wait_s"] += waited
         t["ipc_s"] += ipc_s
-        t["sample_s"] += message.sample_s
-        t["gather_s"] += message.gather_s
+        t["sample_s"] += message.cost.sample_s
+        t["gather_s"] += message.cost.gather_s
         t["train_s"] += train_s
         self._scalar("pipeline/queue/sampled", depths["sampled"])
         self._scalar("pipeline/queue/ready", depths["ready"])
@@ -382,8 +382,8 @@ class AsyncBatches:
 
     def _measure_warmup(self, message: BatchMessage, train_s: float) -> None:
         w = self._warmup
-        w["sampler"].append(message.sample_s)
-        w["loader"].append(message.gather_s)
+        w["sampler"].append(message.cost.sample_s)
+        w["loader"].append(message.cost.gather_s)
         w["trainer"].append(train_s)
         if len(w["trainer"]) < self.options.mps_warmup:
             return

@@ -21,10 +21,11 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from cache.configured import cache_from_config
 from partition import ConveyorError
 from samplers import SampledBatch, build_sampler
 
-from ..batches import cache_delta, synchronize
+from .batch import WARMUP_BATCHES, BatchCost, seed_labels, synchronize
 from .control import Control
 from .sharing import GraphHandle
 from .shutdown import die_with_parent, ignore_interrupts, name_process
@@ -32,7 +33,6 @@ from .slots import SlotReader, SlotWriter
 
 POLL_S = 0.1  # longest a wait goes without looking at the stop switch and the other processes
 PACE_SLEEP_S = 0.001  # a producer at its pace limit sleeps this long before looking again
-FIT_AFTER = 3  # an auto-sized GPU cache is fitted once the trainer has done this many batches
 
 
 class Stopped(Exception):
@@ -47,12 +47,7 @@ class BatchMessage:
     slot: int
     packed: dict  # SlotWriter.pack
     counts: List[int]  # num_nodes_per_hop
-    sample_s: float = 0.0
-    gather_s: float = 0.0
-    ipc_s: float = 0.0  # copying into and out of slots, summed over the stages so far
-    cache_hits: int = 0
-    cache_misses: int = 0
-    bytes_from_host: int = 0
+    cost: BatchCost
 
 
 @dataclass
@@ -71,16 +66,6 @@ class StageSpec:
     threads: int
     options: Dict[str, Any] = field(default_factory=dict)
     die_with_parent: bool = True
-
-
-def batch_tensors(batch: SampledBatch) -> Dict[str, torch.Tensor]:
-    return {"n_id": batch.n_id, **{f"e{h}": e for h, e in enumerate(batch.edge_index_per_hop)}}
-
-
-def batch_from(views: Dict[str, torch.Tensor], counts: List[int]) -> SampledBatch:
-    hops = len(counts) - 1
-    return SampledBatch(views["n_id"], torch.tensor(counts, dtype=torch.long),
-                        [views[f"e{h}"] for h in range(hops)])
 
 
 class Stage:
@@ -175,9 +160,9 @@ def run_sampler(stage: Stage, graph) -> None:
                     break
                 slot = stage.acquire("sampled")
                 begin = time.perf_counter()
-                packed = writer.pack(slot, batch_tensors(batch))
+                packed = writer.pack(slot, batch.to_tensors())
                 message = BatchMessage(job, index, slot, packed, batch.num_nodes_per_hop.tolist(),
-                                       sample_s=sample_s, ipc_s=time.perf_counter() - begin)
+                                       BatchCost(sample_s=sample_s, ipc_s=time.perf_counter() - begin))
                 control.add("sampler_busy_ns", sample_s * 1e9)
                 control.add("sampled")
                 spec.outbox.put(message)
@@ -186,10 +171,8 @@ def run_sampler(stage: Stage, graph) -> None:
 def run_loader(stage: Stage, graph) -> None:
     from omegaconf import OmegaConf
 
-    from ..run import build_cache_for  # the cache SerialBatches would build, from the same config
-
     spec, control = stage.spec, stage.control
-    cache = build_cache_for(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
+    cache = cache_from_config(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
     fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
     reader, writer = SlotReader(), SlotWriter(stage.device)
     stage.send("ready", os.getpid(), repr(cache))
@@ -204,7 +187,7 @@ def run_loader(stage: Stage, graph) -> None:
             del views
             spec.inbox_free.put(message.slot)
             continue
-        if fit_pending and control["trained"] >= FIT_AFTER:
+        if fit_pending and control["trained"] >= WARMUP_BATCHES:
             fit_pending = False
             cache.fit_to_free_memory()
             stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")
@@ -212,20 +195,18 @@ def run_loader(stage: Stage, graph) -> None:
         slot = stage.acquire("ready")
         begin = time.perf_counter()
         before = cache.stats()
-        n_id = views["n_id"]
-        x = cache.gather(n_id)
-        y = graph.y[n_id[:message.counts[0]].cpu()].to(stage.device)
+        batch = SampledBatch.from_tensors(views, message.counts)
+        x = cache.gather(batch.n_id)
+        y = seed_labels(graph.y, batch, stage.device)
         synchronize(stage.device)
         gathered = time.perf_counter()
         packed = writer.pack(slot, {**views, "x": x, "y": y})
-        del views, n_id
+        del views, batch
         spec.inbox_free.put(message.slot)  # the sampler's buffers are copied: give them back
-        hits, misses, host_bytes = cache_delta(before, cache.stats())
-        message = BatchMessage(message.job, message.index, slot, packed, message.counts,
-                               message.sample_s, gathered - begin,
-                               message.ipc_s + (unpacked - got) + (time.perf_counter() - gathered),
-                               hits, misses, host_bytes)
-        control.add("loader_busy_ns", message.gather_s * 1e9)
+        cost = message.cost.gathered(gathered - begin, before, cache.stats())
+        cost = cost.plus_ipc((unpacked - got) + (time.perf_counter() - gathered))
+        message = BatchMessage(message.job, message.index, slot, packed, message.counts, cost)
+        control.add("loader_busy_ns", cost.gather_s * 1e9)
         control.add("loaded")
         spec.outbox.put(message)
 

@@ -1,0 +1,54 @@
+"""What a batch source yields, `PreparedBatch`, and what a batch costs on its way, `BatchCost`.
+
+Both sources (serial.py in the trainer's process, source.py across stage processes) build the
+same PreparedBatch from the same parts: the sampled subgraph, the features the cache gathers for
+its nodes, the labels of its seeds, and one cost record that each stage adds its share to.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from samplers import SampledBatch
+
+# Batches trained before an `auto` cache is sized: by then the training's peak memory is known.
+WARMUP_BATCHES = 3
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    sample_s: float = 0.0
+    gather_s: float = 0.0
+    ipc_s: float = 0.0  # copying into and out of the pipeline's slots, summed over the stages
+    cache_hits: int = 0
+    cache_misses: int = 0
+    bytes_from_host: int = 0
+
+    def gathered(self, gather_s: float, cache_before: dict, cache_after: dict) -> "BatchCost":
+        """This cost plus a gather's: its time and the cache counters it moved."""
+        hits, misses, host = (int(cache_after[k]) - int(cache_before[k])
+                              for k in ("hits", "misses", "bytes_from_host"))
+        return replace(self, gather_s=gather_s, cache_hits=hits, cache_misses=misses, bytes_from_host=host)
+
+    def plus_ipc(self, seconds: float) -> "BatchCost":
+        return replace(self, ipc_s=self.ipc_s + seconds)
+
+
+@dataclass
+class PreparedBatch:
+    batch: SampledBatch  # on the training device
+    x: Tensor  # features of batch.n_id, in the cache's dtype
+    y: Tensor  # labels of the seeds
+    cost: BatchCost
+
+
+def seed_labels(labels: Tensor, batch: SampledBatch, device) -> Tensor:
+    """The labels of the batch's seeds (its first nodes), on `device`: the one label formula."""
+    return labels[batch.seeds.cpu()].to(device)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,42 @@
+"""`pipeline=serial`: sample, then gather, batch after batch, in the calling process.
+
+A batch source turns a list of seed tensors into `PreparedBatch`es (sampled subgraph + gathered
+features + labels, on the training device). AsyncBatches (source.py) does the same in separate
+processes and must yield the same batches in the same order.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator, List
+
+import torch
+from torch import Tensor
+
+from .batch import WARMUP_BATCHES, BatchCost, PreparedBatch, seed_labels, synchronize
+
+
+class SerialBatches:
+    def __init__(self, sampler, cache, labels: Tensor, device):
+        self.sampler, self.cache, self.labels = sampler, cache, labels
+        self.device = torch.device(device)
+        self.batches_done = 0
+
+    def run(self, seed_batches: List[Tensor], sampler_seed: int) -> Iterator[PreparedBatch]:
+        self.sampler.manual_seed(sampler_seed)
+        for seeds in seed_batches:
+            if self.batches_done == WARMUP_BATCHES:
+                self.cache.fit_to_free_memory()  # a no-op unless cache.capacity=auto
+            self.batches_done += 1
+            t0 = time.perf_counter()
+            batch = self.sampler.sample(seeds).to(self.device)
+            synchronize(self.device)
+            t1 = time.perf_counter()
+            before = self.cache.stats()
+            x = self.cache.gather(batch.n_id)
+            y = seed_labels(self.labels, batch, self.device)
+            synchronize(self.device)
+            cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, self.cache.stats())
+            yield PreparedBatch(batch, x, y, cost)
+
+    def close(self) -> None:
+        pass
