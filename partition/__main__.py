@@ -44,17 +44,11 @@ def parse(tokens) -> tuple[int, bool, list]:
 
 
 def compose(overrides: list):
-    from hydra import compose as hydra_compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    GlobalHydra.instance().clear()
+    from .compose import compose_config
     try:
-        with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            return hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as error:
-        raise ConveyorError(f"bad argument: {error}. {USAGE}") from None
+        return compose_config(overrides)
+    except ConveyorError as error:
+        raise ConveyorError(f"bad argument: {error} {USAGE}") from None
 
 
 def main(tokens) -> int:
