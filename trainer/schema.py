@@ -22,14 +22,13 @@ from partition.compose import leaf_keys, one_line, unknown_key_message
 from partition.datasets import DATASETS, OPTIONS
 from partition.partitioner import METHODS, SPLITS
 from samplers import SAMPLERS
-from samplers.validation import check_fanouts
+from samplers.validation import INT64_MAX, check_fanouts
 
 from .models import MODELS
 from .pipeline.options import PipelineOptions
 
 PIPELINES = ("serial", "async")
 MODES = ("train", "compare")
-INT64_MAX = 2**63 - 1
 
 
 def _kind(value) -> str:
@@ -136,6 +135,7 @@ SCHEMA: dict[str, Rule] = {
     "data.normalize_features": boolean(optional=True),
 }
 # The async pipeline's keys; PipelineOptions.from_config checks their values as a whole.
+CHECKED_AS_A_WHOLE = Rule("", lambda v: True, optional=True)
 PIPELINE_KEYS = ("depth", "superbatch", "threads", "pace.interval", "pace.patience",
                  "pace.wait_fraction", "mps.enabled", "mps.warmup", "mps.floor", "mps.sampler",
                  "mps.loader", "stall_timeout_s")
@@ -156,7 +156,7 @@ def check_schema(cfg: DictConfig) -> None:
     _check_key(cfg, "data.name", SCHEMA["data.name"], present)  # it decides which data.* keys exist
     rules = dict(SCHEMA)
     rules.update({f"data.{k}": DATA_OPTIONS[k] for k in OPTIONS.get(cfg.data.name, ())})
-    rules.update({f"pipeline.{k}": Rule("", lambda v: True, optional=True) for k in PIPELINE_KEYS})
+    rules.update({f"pipeline.{k}": CHECKED_AS_A_WHOLE for k in PIPELINE_KEYS})
     for key in present:
         if key not in rules:
             raise ConveyorError(unknown_key_message(key, rules))

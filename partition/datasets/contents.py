@@ -26,9 +26,14 @@ def _first(mask: Tensor) -> str:
     return f"row {at[0]}" + (f", column {at[1]}" if len(at) > 1 else "")
 
 
-def _some(values, most: int = 5) -> str:
-    values = [int(v) for v in values]
-    return ", ".join(map(str, values[:most])) + (f", ... {values[-1]}" if len(values) > most else "")
+def _unused(used: Tensor, top: int, most: int = 5) -> str:
+    """The first few and the last of the labels 0..top missing from the sorted `used`, without
+    listing all of 0..top (a stray label may be huge)."""
+    head = torch.arange(min(top + 1, used.numel() + most))
+    head = head[~torch.isin(head, used)][:most].tolist()
+    tail = torch.arange(max(0, top - used.numel()), top + 1)
+    last = int(tail[~torch.isin(tail, used)][-1])
+    return ", ".join(map(str, head)) + (f", ... {last}" if last not in head else "")
 
 
 def check_features(x: Tensor, path: Path) -> Tensor:
@@ -64,12 +69,11 @@ def check_labels(y: Tensor, num_classes: Optional[int], path: Path) -> int:
             raise ConveyorError(f"data.num_classes={num_classes} but {path} holds label {top}; "
                                 f"raise data.num_classes to at least {top + 1}.")
         return num_classes
-    unused = sorted(set(range(top + 1)) - set(used.tolist()))
-    if unused:
+    if used.numel() < top + 1:
         raise ConveyorError(
-            f"{path} holds labels up to {top}, so {top + 1} classes, but {len(unused)} of them "
-            f"never occur ({_some(unused)}); a stray label makes a model with classes no node "
-            f"has. Renumber the labels 0..C-1 (np.unique(y, return_inverse=True)), or set "
+            f"{path} holds labels up to {top}, so {top + 1} classes, but {top + 1 - used.numel()} "
+            f"of them never occur ({_unused(used, top)}); a stray label makes a model with "
+            f"classes no node has. Renumber the labels 0..C-1 (np.unique(y, return_inverse=True)), or set "
             f"data.num_classes={top + 1} if those classes are real but absent here.")
     return top + 1
 
