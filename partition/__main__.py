@@ -12,11 +12,9 @@ run.world_size=K` with the same overrides looks for them, so that run reuses the
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from .errors import ConveyorError
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
 USAGE = ("usage: python -m partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
          "[sampler.fanouts=[15,10,5]] [partition=pagraph|random|metis] [partition.dir=DIR]")
 

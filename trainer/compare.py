@@ -77,7 +77,7 @@ def compare(cfg) -> dict:
 
 
 def _check(cfg) -> tuple[int, float | None]:
-    seeds, target = cfg.compare.get("seeds", 3), cfg.compare.get("target_val_acc")  # trainer/schema.py checked them
+    seeds, target = cfg.compare.get("seeds", 3), cfg.compare.get("target_val_acc")  # schema-checked
     if int(cfg.run.world_size) != 1:
         raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
     if cfg.run.resume:
