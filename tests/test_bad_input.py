@@ -150,3 +150,12 @@ def test_launch_refuses_non_finite_features_when_the_data_loads(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert f"{graph / 'x.npy'} holds 1 non-finite feature values" in result.stderr
     assert not (out / "checkpoints").exists() and "epoch 1" not in (out / "run.log").read_text()
+
+
+def test_a_good_launch_still_logs_its_epochs(tmp_path, data_root):
+    """launch.py checks the config before Hydra sets up logging, which disables the loggers that
+    exist by then: the run's own log must still reach stderr and run.log."""
+    out = tmp_path / "run"
+    result = launch("data=cora", f"data.root={data_root}", "trainer.epochs=1", f"run.out_dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "epoch 1: loss" in result.stderr and "epoch 1: loss" in (out / "run.log").read_text()
