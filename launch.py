@@ -15,6 +15,21 @@ from omegaconf import DictConfig
 from partition import ConveyorError
 
 
+def check_before_hydra(overrides: list) -> None:
+    """Compose and check the config before Hydra does: its own errors (an unknown group option
+    or key, an override it cannot parse) and every bad value end in one paragraph and exit 2,
+    before Hydra creates run.out_dir and before any data is loaded."""
+    if any(arg.startswith("-") for arg in overrides):
+        return  # --help, --cfg, -m ...: Hydra's own flags
+    from partition.compose import compose_config
+    from trainer.config import check_config
+    try:
+        check_config(compose_config(overrides))
+    except ConveyorError as error:
+        print(f"conveyor: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)  # SIGTERM stops a run as Ctrl-C does
 
@@ -41,4 +56,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    check_before_hydra(sys.argv[1:])
     main()

@@ -12,11 +12,9 @@ run.world_size=K` with the same overrides looks for them, so that run reuses the
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from .errors import ConveyorError
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
 USAGE = ("usage: python -m partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
          "[sampler.fanouts=[15,10,5]] [partition=pagraph|random|metis] [partition.dir=DIR]")
 
@@ -44,18 +42,11 @@ def parse(tokens) -> tuple[int, bool, list]:
 
 
 def compose(overrides: list):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    GlobalHydra.instance().clear()
+    from .compose import compose_config
     try:
-        with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            return hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as error:
-        raise ConveyorError(f"bad argument: {error}. {USAGE}") from None
+        return compose_config(overrides)
+    except ConveyorError as error:
+        raise ConveyorError(f"bad argument: {error} {USAGE}") from None
 
 
 def main(tokens) -> int:

@@ -15,13 +15,16 @@ def resolve_device(name) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
         raise ConveyorError(f"run.device must be auto, cpu, cuda or cuda:N, got {str(name)!r}.")
-    if device.type not in ("cpu", "cuda"):
-        raise ConveyorError(f"run.device={device} is not supported: conveyor runs on cpu and cuda "
-                            f"devices; use run.device=cpu, cuda or auto.")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConveyorError(f"run.device={device} but no CUDA device is visible; use run.device=cpu "
                             f"(or auto), or check CUDA_VISIBLE_DEVICES and the driver.")
+    count = torch.cuda.device_count() if device.type == "cuda" else 0
+    if device.type == "cuda" and (device.index or 0) >= count:
+        raise ConveyorError(f"run.device={device} but this machine shows {count} CUDA device(s), "
+                            f"cuda:0 to cuda:{count - 1}; pick one of them (or check CUDA_VISIBLE_DEVICES).")
     return device
 
 

@@ -206,9 +206,10 @@ class AsyncBatches:
             except queue.Empty:
                 self._check_held()
                 now = time.perf_counter()
+                self._check_stall(start)  # every poll: a timeout below STALL_WARN_S holds too
                 if now - last_warning > STALL_WARN_S:
                     last_warning = now
-                    self._stall(now - start)
+                    self._warn_stall(now - start)
                 continue
             except Exception as error:  # unpickling failed: most likely the loader just died
                 deadline = time.perf_counter() + DEATH_GRACE_S
@@ -299,16 +300,25 @@ class AsyncBatches:
                 errors[stage] = payload
         return errors
 
-    def _stall(self, waited: float) -> None:
+    def _stall_state(self) -> str:
         c = self.control.snapshot()
-        state = (f"sampled {c['sampled']}, loaded {c['loaded']}, taken {c['ready_taken']}; "
-                 f"queue depths {c['sampled'] - c['sampled_taken']} and {c['loaded'] - c['ready_taken']}")
+        return (f"sampled {c['sampled']}, loaded {c['loaded']}, taken {c['ready_taken']}; "
+                f"queue depths {c['sampled'] - c['sampled_taken']} and {c['loaded'] - c['ready_taken']}")
+
+    def _check_stall(self, wait_start: float) -> None:
+        """Stop the run after stall_timeout_s without a batch, counted from when the trainer began
+        to wait or the last stage became ready: a stage still starting is not stalled."""
         limit = self.options.stall_timeout_s
-        if limit is not None and waited > float(limit):
+        if limit is None or len(self._ready) < len(STAGES):
+            return
+        waited = time.perf_counter() - max(wait_start, self._started + max(self._ready.values()))
+        if waited > float(limit):
             raise PipelineError(f"pipeline: no batch for {waited:.0f}s although every stage is "
-                                f"alive ({state}); the run is stopped (pipeline.stall_timeout_s="
-                                f"{limit}).")
-        log.warning("pipeline: waiting for a batch for %.0fs (%s)", waited, state)
+                                f"alive ({self._stall_state()}); the run is stopped "
+                                f"(pipeline.stall_timeout_s={limit}).")
+
+    def _warn_stall(self, waited: float) -> None:
+        log.warning("pipeline: waiting for a batch for %.0fs (%s)", waited, self._stall_state())
 
     # -- pacing, MPS, logging -------------------------------------------------------------------
     def _setup_mps(self) -> None:

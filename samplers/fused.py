@@ -39,7 +39,7 @@ from partition import ConveyorError, Graph
 
 from . import fused_kernel
 from .batch import SampledBatch
-from .validation import check_fanouts, check_seeds
+from .validation import cap_fanouts, check_fanouts, check_seeds
 
 INTERPRETED = type(fused_kernel.fused_sample_kernel).__name__ == "InterpretedFunction"
 MAX_NODES = 2**27  # a node's slot lives in the 27 high bits of an int32 state word
@@ -107,6 +107,7 @@ class FusedSampler:
                                 f"{self.num_nodes:,}; use sampler=bsp.")
         self.num_edges = graph.num_edges
         max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        self.fanouts = cap_fanouts(self.fanouts, max_degree)  # the same sample; fits the int32 fanouts_dev
         # A task never draws more than min(fanout, its degree) neighbours.
         self.picks = [min(f, max_degree) for f in self.fanouts]
         self.width = floyd_width(self.fanouts, max_degree)

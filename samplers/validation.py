@@ -1,6 +1,7 @@
 """Checks shared by every sampler, so each bad input gets the same clear message."""
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 import torch
@@ -8,18 +9,31 @@ from torch import Tensor
 
 from partition import ConveyorError
 
+INT64_MAX = 2**63 - 1
+
 
 def check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    try:
-        fanouts = [int(f) for f in fanouts]
-    except (TypeError, ValueError):
-        raise ConveyorError(f"sampler.fanouts must be a list of positive integers, got {fanouts!r}.")
-    if not fanouts or any(f <= 0 for f in fanouts):
+    """The fanouts as a list of ints, each >= 1. Nothing is coerced: a string ('15' is not
+    [1, 5]), a float (2.7 is not 2) or a bool is refused, so what runs is what was written."""
+    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or not fanouts:
+        raise ConveyorError(f"sampler.fanouts must be a non-empty list of positive integers, one "
+                            f"per hop (e.g. sampler.fanouts=[15,10,5]), got {fanouts!r}.")
+    if not all(_is_integer(f) and 1 <= f <= INT64_MAX for f in fanouts):
         raise ConveyorError(
             f"sampler.fanouts must be a non-empty list of positive integers (one per hop, e.g. "
-            f"[15, 10, 5]), got {fanouts}; to take every neighbour use a fanout above the largest "
-            f"degree.")
-    return fanouts
+            f"[15, 10, 5]), got {list(fanouts)}; to take every neighbour use a fanout above the "
+            f"largest degree (fanouts beyond it cost nothing more).")
+    return [int(f) for f in fanouts]
+
+
+def cap_fanouts(fanouts: Sequence[int], max_degree: int) -> list[int]:
+    """Each fanout at most the largest in-degree: a node never has more neighbours to draw, so
+    the sample is the same, while a sampler's loops and buffers sized by the fanout stay small."""
+    return [min(f, max(max_degree, 1)) for f in fanouts]
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_seeds(seeds, num_nodes: int) -> Tensor:

@@ -35,7 +35,7 @@ def test_products_offline_fails_fast_with_where_to_put_it(tmp_path):
 @pytest.mark.parametrize("override, words", [
     ("sampler.fanouts=[5,0]", ["fanouts", "positive"]),
     ("trainer.batch_size=0", ["trainer.batch_size"]),
-    ("model.name=transformer", ["unknown model", "sage"]),
+    ("model.name=transformer", ["model.name", "sage"]),
     ("data.name=imagenet", ["imagenet"]),
 ])
 def test_bad_config_values_give_one_clear_paragraph(tmp_path, override, words):

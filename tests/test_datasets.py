@@ -219,6 +219,25 @@ def small_custom(n=6):
                 val_idx=np.array([False, False, False, True, True, False]))
 
 
+def with_value(value, row, column, n=6):
+    x = np.arange(n * 3, dtype=np.float64).reshape(n, 3)
+    x[row, column] = value
+    return x
+
+
+def test_custom_unlabelled_val_and_test_nodes_are_left_out_of_accuracy(tmp_path):
+    arrays = {**small_custom(), "val_idx": np.array([3, 5]), "test_idx": np.array([4])}  # y[5] = -1
+    graph = load_dataset("custom", path=write_custom(tmp_path / "g", **arrays))
+    assert graph.val_idx.tolist() == [3] and graph.test_idx.tolist() == [4]  # node 5 left out
+
+
+def test_custom_num_classes_may_name_absent_classes_but_not_too_few(tmp_path):
+    directory = write_custom(tmp_path / "g", **small_custom())
+    assert load_dataset("custom", path=directory, num_classes=5).num_classes == 5
+    with pytest.raises(ConveyorError, match=r"data.num_classes=2 but .*y\.pt holds label 2"):
+        load_dataset("custom", path=directory, num_classes=2)
+
+
 def test_custom_round_trip(tmp_path):
     arrays = small_custom()
     graph = load_dataset("custom", root=None, path=write_custom(tmp_path / "g", **arrays))
@@ -248,7 +267,19 @@ def test_custom_undirected_option(tmp_path):
     ({"train_idx": np.array([0, 6])}, r"train_idx .* outside 0\.\.5"),
     ({"train_idx": np.array([], dtype=np.int64)}, "train_idx .* selects no nodes"),
     ({"train_idx": np.array([True, False])}, r"boolean mask of shape \(2,\)"),
-    ({"train_idx": np.array([5])}, "unlabelled"),
+    ({"train_idx": np.array([5])}, r"train_idx\.npy includes 1 unlabelled node"),
+    # the values, not just the shapes (contents.py)
+    ({"x": with_value(np.nan, 2, 1)}, r"x\.npy holds 1 non-finite feature values .* row 2, column 1"),
+    ({"x": with_value(np.inf, slice(None), 0)}, r"x\.npy holds 6 non-finite .* row 0, column 0"),
+    ({"x": with_value(1e300, 4, 2)}, r"x\.npy holds feature values beyond float32's range .* row 4"),
+    ({"x": np.zeros((6, 0))}, r"x\.npy holds no features \(shape \(6, 0\)\)"),
+    ({"x": np.zeros((0, 3))}, r"x\.npy holds no features \(shape \(0, 3\)\)"),
+    ({"y": torch.tensor([0, 1, 2, 0, 99, -1])}, r"y\.pt holds labels up to 99, so 100 classes, but 96 "
+                                                r"of them never occur \(3, 4, 5, 6, 7, \.\.\. 98\)"),
+    ({"y": torch.tensor([0, 1, 2, 0, -5, -1])}, r"y\.pt holds label -5"),
+    ({"val_idx": np.array([3, 4, 3])}, r"val_idx\.npy lists 1 node\(s\) more than once \(e\.g\. node 3"),
+    ({"val_idx": np.array([2, 3])}, r"train_idx \(.*train_idx\.pt\) and val_idx \(.*val_idx\.npy\) share 1"),
+    ({"test_idx": np.array([4, 5, 7])}, r"test_idx .* outside 0\.\.5"),
 ])
 def test_custom_bad_input(tmp_path, change, message):
     arrays = {**small_custom(), **change}

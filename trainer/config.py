@@ -1,46 +1,53 @@
-"""Checks of a composed config that Hydra cannot do itself, each failing with the fix in words."""
+"""Checks of a composed config, all before any data is loaded: the schema (trainer/schema.py),
+then what depends on this machine (the device, the world size, a writable out_dir)."""
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
+import torch
 from omegaconf import DictConfig
 
 from partition import ConveyorError
-from samplers import SAMPLERS
-from samplers.validation import check_fanouts
+from partition.device import resolve_device
 
-from .models import MODELS
+from .schema import check_schema
 
-PIPELINES = ("serial", "async")
-MODES = ("train", "compare")
-
-
-def _positive_int(value, key: str) -> int:
-    try:
-        value = int(value)
-    except (TypeError, ValueError):
-        raise ConveyorError(f"{key} must be a positive integer, got {value!r}.")
-    if value <= 0:
-        raise ConveyorError(f"{key} must be a positive integer, got {value}.")
-    return value
+CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
 
 
 def check_config(cfg: DictConfig) -> None:
-    if cfg.mode not in MODES:
-        raise ConveyorError(f"unknown mode {cfg.mode!r}; choose one of {', '.join(MODES)} (e.g. mode=train).")
-    if cfg.model.name not in MODELS:
-        raise ConveyorError(f"unknown model {cfg.model.name!r}; choose one of {', '.join(MODELS)} "
-                            f"(e.g. model=sage).")
-    if cfg.sampler.name not in SAMPLERS + ("auto",):
-        raise ConveyorError(f"unknown sampler {cfg.sampler.name!r}; choose one of "
-                            f"{', '.join(SAMPLERS)} or auto (e.g. sampler=bsp).")
-    if cfg.pipeline.name not in PIPELINES:
-        raise ConveyorError(f"unknown pipeline {cfg.pipeline.name!r}; choose serial or async.")
-    check_fanouts(cfg.sampler.fanouts)
-    _positive_int(cfg.trainer.batch_size, "trainer.batch_size")
-    _positive_int(cfg.trainer.eval_batch_size, "trainer.eval_batch_size")
-    _positive_int(cfg.trainer.epochs, "trainer.epochs")
-    _positive_int(cfg.model.hidden, "model.hidden")
-    _positive_int(cfg.run.world_size, "run.world_size")
-    if not float(cfg.trainer.lr) > 0:
-        raise ConveyorError(f"trainer.lr must be > 0, got {cfg.trainer.lr}.")
-    if not 0 <= float(cfg.model.dropout) < 1:
-        raise ConveyorError(f"model.dropout must lie in [0, 1), got {cfg.model.dropout}.")
+    check_schema(cfg)
+    device = resolve_device(cfg.run.device)
+    check_world_size(int(cfg.run.world_size), device)
+    check_out_dir(Path(str(cfg.run.out_dir)))
+
+
+def check_world_size(world_size: int, device: torch.device) -> None:
+    """One rank per GPU, or per CPU core: more ranks than that only thrash (and each holds a
+    copy of the model and a partition, so memory grows with them)."""
+    if device.type == "cuda":
+        most, what = torch.cuda.device_count(), "CUDA device(s)"
+    else:
+        most, what = len(os.sched_getaffinity(0)), "CPU core(s) available to this process"
+    if world_size > most:
+        raise ConveyorError(f"run.world_size={world_size} but this machine has {most} {what}, one "
+                            f"per rank; lower run.world_size to at most {most}.")
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an out_dir the run could not write its checkpoints into, before an epoch is lost."""
+    for path in (out_dir, out_dir / CHECKPOINTS):
+        if path.exists() and not path.is_dir():
+            raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
+                                f"run.out_dir, or move the file away.")
+    existing = next(p for p in (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
+                    if p.exists())
+    try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        raise ConveyorError(f"run.out_dir={out_dir} is not writable ({existing}: "
+                            f"{error.strerror or error}); choose a run.out_dir you can write to, "
+                            f"or fix the permissions of {existing}.") from None

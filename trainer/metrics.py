@@ -48,6 +48,7 @@ def setup_logging(out_dir) -> None:
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     root = logging.getLogger("conveyor")
     root.setLevel(logging.INFO)
+    root.disabled = False  # Hydra's logging config disables the loggers launch.py's check made
     for handler in list(root.handlers):
         root.removeHandler(handler)
     fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")

@@ -12,7 +12,9 @@ The directory holds one file per array, each as `.npy` (numpy) or `.pt` (a torch
     test_idx    the test nodes, the same way                                      (optional)
 
 Node ids run 0..N-1. Duplicate edges are dropped. A missing val/test split becomes an empty
-index tensor. `num_classes` is `y.max() + 1` unless given as an option.
+index tensor. `num_classes` is `y.max() + 1` unless given as an option. The values are checked
+too (contents.py): finite features, labels 0..C-1 that all occur, splits without repeated or
+shared nodes; unlabelled val/test nodes are left out of accuracy.
 """
 from __future__ import annotations
 
@@ -24,11 +26,13 @@ import torch
 from ..errors import ConveyorError
 from ..graph import Graph
 from .common import finish, symmetrise
+from .contents import check_features, check_labels, check_splits
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
 
 
-def _read(directory: Path, name: str, required: bool = True) -> torch.Tensor | None:
+def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tensor | None, Path]:
+    """The array `name` holds and the file it came from (`name`.npy when there is none)."""
     found = [p for p in (directory / f"{name}.npy", directory / f"{name}.pt") if p.exists()]
     if len(found) > 1:
         raise ConveyorError(f"{directory} holds both {name}.npy and {name}.pt; keep only one.")
@@ -36,7 +40,7 @@ def _read(directory: Path, name: str, required: bool = True) -> torch.Tensor | N
         if required:
             raise ConveyorError(f"{directory} has no {name}.npy or {name}.pt; the custom dataset "
                                 f"needs it (see partition/datasets/custom.py for the format).")
-        return None
+        return None, directory / f"{name}.npy"
     path = found[0]
     try:
         value = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
@@ -46,7 +50,7 @@ def _read(directory: Path, name: str, required: bool = True) -> torch.Tensor | N
                             f"tensor with torch.save.") from err
     if not isinstance(value, (np.ndarray, torch.Tensor)):
         raise ConveyorError(f"{path} holds a {type(value).__name__}, not an array or tensor.")
-    return torch.as_tensor(value)
+    return torch.as_tensor(value), path
 
 
 def _node_ids(directory: Path, name: str, value: torch.Tensor, n: int) -> torch.Tensor:
@@ -80,10 +84,11 @@ def load_custom(path: str | Path | None, undirected: bool = False,
     if not directory.is_dir():
         raise ConveyorError(f"custom dataset directory {directory} does not exist or is not a "
                             f"directory.")
-    edge_index, x, y = (_read(directory, name) for name in ("edge_index", "x", "y"))
+    (edge_index, _), (x, x_path), (y, y_path) = (_read(directory, name) for name in ("edge_index", "x", "y"))
     if x.dim() != 2:
         raise ConveyorError(f"x in {directory} must have shape [N, F] (one row per node), got "
                             f"{tuple(x.shape)}; reshape a single feature to [N, 1].")
+    x = check_features(x, x_path)
     n = x.size(0)
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise ConveyorError(f"edge_index in {directory} must have shape [2, E] (row 0 sources, "
@@ -97,23 +102,19 @@ def load_custom(path: str | Path | None, undirected: bool = False,
         raise ConveyorError(f"y in {directory} must be 1-D integer labels, one per node (shape "
                             f"[{n}], as x has {n} rows), got dtype {y.dtype} and shape "
                             f"{tuple(y.shape)}; flatten an [N, 1] array.")
+    classes = check_labels(y.long(), None if num_classes is None else int(num_classes), y_path)
 
-    splits = {}
+    splits, paths = {}, {}
     for name in SPLITS:
-        value = _read(directory, name, required=name == "train_idx")
+        value, paths[name] = _read(directory, name, required=name == "train_idx")
         splits[name] = (torch.empty(0, dtype=torch.long) if value is None
                         else _node_ids(directory, name, value, n))
     if splits["train_idx"].numel() == 0:
         raise ConveyorError(f"train_idx in {directory} selects no nodes; give at least one "
                             f"training node.")
-    if (y[splits["train_idx"]] < 0).any():
-        raise ConveyorError(f"train_idx in {directory} includes unlabelled nodes (y < 0); train "
-                            f"only on labelled nodes.")
+    splits = check_splits(splits, y.long(), paths)
 
     if undirected:
         edge_index = symmetrise(edge_index.long())
     graph = Graph.from_edge_index(edge_index, n, x=x, y=y, **splits)
-    classes = int(y.max()) + 1 if num_classes is None else int(num_classes)
-    if classes <= int(y.max()):
-        raise ConveyorError(f"num_classes={classes} but y in {directory} holds label {int(y.max())}.")
     return finish(graph, "custom", classes)

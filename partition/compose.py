@@ -1,0 +1,82 @@
+"""Compose conf/ as `launch.py` does, with Hydra's own errors turned into one-paragraph ConveyorErrors.
+
+Hydra reports an unknown group option, an unknown key or an override it cannot parse in ten lines
+ending in a search path; `launch.py`, `python -m partition` and the tests compose through here
+first, so the user reads one paragraph naming the option or key and the choices instead.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .errors import ConveyorError
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def compose_config(overrides: Sequence[str]):
+    """The composed run config (a DictConfig) for these command-line overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base=None):
+            return compose(config_name="config", overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as error:
+        raise ConveyorError(explain_hydra_error(error)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def explain_hydra_error(error: Exception) -> str:
+    from hydra.errors import MissingConfigException, OverrideParseException
+
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options:
+        group, _, option = str(error.missing_cfg_file).rpartition("/")
+        choices = sorted(error.options)
+        return (f"unknown {group} option {option!r}{did_you_mean(option, choices)}; choose one of "
+                f"{', '.join(choices)} (e.g. {group}={choices[0]}).")
+    if isinstance(error, OverrideParseException):
+        return (f"cannot parse the override {error.override!r}: {one_line(error.message)} Write "
+                f"KEY=VALUE, quoting a value with spaces or brackets, e.g. sampler.fanouts=[10,5].")
+    unknown = re.match(r"Could not override '([^']+)'", str(error))
+    if unknown:
+        return unknown_key_message(unknown.group(1), _default_keys())
+    return f"bad command-line argument: {one_line(str(error))}"
+
+
+def unknown_key_message(key: str, known: Iterable[str]) -> str:
+    return (f"unknown config key {key}{did_you_mean(key, known)}; remove it or correct its name "
+            f"(`python launch.py --help` lists the keys).")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def one_line(text: str) -> str:
+    """Hydra's or OmegaConf's message, without the search path or the key it names, on one line."""
+    text = re.split(r"\nConfig search path|\n\s*full_key:", text)[0]
+    return " ".join(text.split()).rstrip(".") + "."
+
+
+def leaf_keys(node, prefix: str = "") -> list[str]:
+    """Dotted paths of a config's leaves (a list is a leaf)."""
+    from omegaconf import DictConfig
+
+    keys = []
+    for name in node.keys():
+        path = f"{prefix}{name}"
+        child = node._get_node(name)
+        keys += leaf_keys(child, path + ".") if isinstance(child, DictConfig) else [path]
+    return keys
+
+
+def _default_keys() -> list[str]:
+    return leaf_keys(compose_config([]))

@@ -1,0 +1,161 @@
+"""Bad config input is refused before any work, in one paragraph naming the key and the fix.
+
+Most cases call the same checks `launch.py` runs (compose, then `check_config`) in-process; a
+few go end to end through `launch.py`, Hydra's own errors among them, to see exit code 2, no
+traceback, and no output folder or data made.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from partition import ConveyorError
+from tests.configs import REPO, make_config
+from trainer.config import check_config
+
+
+def refusal(*overrides) -> str:
+    """The message a run with these overrides is refused with (composing or checking)."""
+    with pytest.raises(ConveyorError) as error:
+        check_config(make_config(*overrides))
+    return str(error.value)
+
+
+@pytest.mark.parametrize("override, words", [
+    # silent coercions
+    ("sampler.fanouts='15'", ["sampler.fanouts", "'15'", "e.g. sampler.fanouts=[15,10,5]"]),
+    ("sampler.fanouts=[2.7,1.5]", ["sampler.fanouts", "positive integers", "2.7"]),
+    ("sampler.fanouts=[99999999999999999999]", ["sampler.fanouts", "positive integers"]),
+    ("sampler.fanouts=[]", ["sampler.fanouts", "non-empty"]),
+    ("trainer.batch_size=2.5", ["trainer.batch_size must be an integer >= 1", "2.5 (a float)"]),
+    ("+trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),
+    ("run.out_dir=''", ["run.out_dir must be a non-empty string"]),
+    ("trainer.lr=inf", ["trainer.lr must be a finite number > 0", "inf"]),
+    ("trainer.lr=nan", ["trainer.lr must be a finite number > 0"]),
+    # wrong types and ranges
+    ("trainer.lr=abc", ["trainer.lr", "'abc' (a string)"]),
+    ("trainer.weight_decay=abc", ["trainer.weight_decay", "'abc' (a string)"]),
+    ("run.seed=abc", ["run.seed must be an integer >= 0", "'abc' (a string)"]),
+    ("trainer.weight_decay=-0.1", ["trainer.weight_decay must be a finite number >= 0", "-0.1"]),
+    ("model.input_dropout=1.5", ["model.input_dropout must be a number in [0, 1)", "1.5"]),
+    ("model.hidden=1e3", ["model.hidden must be an integer"]),
+    ("run.resume=maybe", ["run.resume must be true or false"]),
+    ("trainer.eval_every=0", ["trainer.eval_every must be an integer >= 1", "epochs between"]),
+    ("compare.target_val_acc=1.5", ["compare.target_val_acc", "or null"]),
+    ("model.name=transformer", ["model.name must be one of sage, gcn, mlp"]),
+    # values another module parses, through its own parser
+    ("cache.capacity=lots", ["cache.capacity", "'lots'"]),
+    ("pipeline.depth=0", ["pipeline.depth must be an integer >= 1"]),
+    ("pipeline.stall_timeout_s=-1", ["pipeline.stall_timeout_s"]),
+    # the machine
+    ("run.device=mps", ["run.device must be auto, cpu, cuda or cuda:N", "'mps'"]),
+    ("run.world_size=64", ["run.world_size=64", "lower run.world_size to at most"]),
+    # data keys: per dataset, and required ones
+    ("data=custom", ["data.path is required", "data.path=VALUE"]),
+    ("+data.path=/x", ["unknown config key data.path"]),
+    ("data.scale=abc", ["data.scale must be a number in (0, 64]"]),
+    ("run.out_dir=${nope}", ["run.out_dir cannot be resolved", "nope"]),
+    # Hydra's own errors, in one paragraph
+    ("model=gat", ["unknown model option 'gat'", "choose one of gcn, mlp, sage"]),
+    ("sampler=fusd", ["unknown sampler option 'fusd' (did you mean fused?)"]),
+    ("trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),
+    ("trainer.lr=[", ["cannot parse the override 'trainer.lr=['"]),
+])
+def test_bad_config_is_refused_naming_the_key(tmp_path, override, words):
+    message = refusal(f"run.out_dir={tmp_path / 'run'}", override)
+    assert "\n" not in message, message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_the_shipped_configs_pass(tmp_path):
+    for data in ("synthetic", "cora", "citeseer", "pubmed", "products", "arxiv"):
+        for group in ("model=gcn", "pipeline=serial", "cache=none", "sampler=fused", "partition=metis"):
+            check_config(make_config(f"data={data}", group, f"run.out_dir={tmp_path / 'run'}"))
+    check_config(make_config("data=custom", "data.path=/anywhere", f"run.out_dir={tmp_path / 'run'}"))
+    check_config(make_config("mode=compare", "compare.target_val_acc=0.7", "trainer.lr=1",
+                             f"run.out_dir={tmp_path / 'run'}"))
+
+
+def test_a_cuda_device_beyond_the_device_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    message = refusal("run.device=cuda:7", f"run.out_dir={tmp_path}")
+    assert "run.device=cuda:7 but this machine shows 2 CUDA device(s), cuda:0 to cuda:1" in message
+    message = refusal("run.device=cuda", "run.world_size=3", f"run.out_dir={tmp_path}")
+    assert "run.world_size=3 but this machine has 2 CUDA device(s)" in message
+
+
+@pytest.mark.parametrize("where", ["out_dir", "checkpoints"])
+def test_an_out_dir_or_checkpoints_that_is_a_file(tmp_path, where):
+    out = tmp_path / "run"
+    if where == "checkpoints":
+        out.mkdir()
+    (out / "checkpoints" if where == "checkpoints" else out).write_text("not a folder")
+    message = refusal(f"run.out_dir={out}")
+    assert "exists and is not a directory" in message and where in message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_checkpoints_folder(tmp_path):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints").chmod(0o555)
+    try:
+        assert "is not writable" in refusal(f"run.out_dir={tmp_path / 'run'}")
+    finally:
+        (tmp_path / "run" / "checkpoints").chmod(0o755)
+
+
+# -- end to end, through launch.py ---------------------------------------------------------------
+
+def launch(*args):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
+                           "run.device=cpu", *args], capture_output=True, text=True, timeout=300,
+                          cwd=REPO, env=env)
+
+
+@pytest.mark.parametrize("override, words", [
+    ("model=gat", ["unknown model option 'gat'", "gcn, mlp, sage"]),  # Hydra's own error
+    ("+trainer.epoch=3", ["did you mean trainer.epochs?"]),
+    ("trainer.eval_every=0", ["trainer.eval_every"]),
+])
+def test_launch_refuses_before_any_work(tmp_path, override, words):
+    data_root, out = tmp_path / "data", tmp_path / "run"
+    result = launch("data=synthetic", "data.scale=0.002", f"data.root={data_root}",
+                    f"run.out_dir={out}", override)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("conveyor: error:"), result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert not out.exists() and not data_root.exists()  # no folder made, no graph generated
+
+
+def test_launch_refuses_non_finite_features_when_the_data_loads(tmp_path):
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 4)).astype(np.float32)
+    x[7, 2] = np.nan
+    for name, value in {"edge_index": rng.integers(0, 50, (2, 200)), "x": x,
+                        "y": rng.integers(0, 3, 50), "train_idx": np.arange(40)}.items():
+        np.save(graph / f"{name}.npy", value)
+    out = tmp_path / "run"
+    result = launch("data=custom", f"data.path={graph}", f"run.out_dir={out}", "pipeline=serial")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"{graph / 'x.npy'} holds 1 non-finite feature values" in result.stderr
+    assert not (out / "checkpoints").exists() and "epoch 1" not in (out / "run.log").read_text()
+
+
+def test_a_good_launch_still_logs_its_epochs(tmp_path, data_root):
+    """launch.py checks the config before Hydra sets up logging, which disables the loggers that
+    exist by then: the run's own log must still reach stderr and run.log."""
+    out = tmp_path / "run"
+    result = launch("data=cora", f"data.root={data_root}", "trainer.epochs=1", f"run.out_dir={out}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "epoch 1: loss" in result.stderr and "epoch 1: loss" in (out / "run.log").read_text()
