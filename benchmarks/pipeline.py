@@ -147,10 +147,10 @@ class Monitor:
 def setup(args, mode):
     import torch
 
+    from partition.datasets import load_configured
     from trainer.models import build_model
-    from trainer.run import load_graph
     cfg = compose(overrides(args, mode))
-    graph = load_graph(cfg.data)
+    graph = load_configured(cfg.data)
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
     model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes), len(cfg.sampler.fanouts)).to(device)

@@ -56,7 +56,7 @@ def measure(overrides, k: int, out_dir: Path, threads: int | None) -> dict:
     if k == 1 and threads:
         torch.set_num_threads(threads)
     try:
-        final = train(cfg) if k == 1 else train_distributed(cfg)
+        final = train(cfg).final if k == 1 else train_distributed(cfg)
     finally:
         torch.set_num_threads(default_threads)
     epochs = json.loads((out_dir / "metrics.json").read_text())["epochs"]

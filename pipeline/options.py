@@ -14,35 +14,37 @@ STAGES = ("sampler", "loader")
 
 @dataclass
 class PipelineOptions:
-    depth: int = 4  # most batches a producer may have waiting in its queue (the memory bound)
-    superbatch: int = 4  # batches the sampler draws per call (one fused launch for all of them)
-    interval: int = 10
-    patience: int = 5
-    wait_fraction: float = 0.05
-    threads: int = 1
-    mps: str = "auto"  # auto | true | false
-    mps_warmup: int = 20
-    mps_floor: int = 10
-    mps_fixed: Optional[Dict[str, int]] = None
-    stall_timeout_s: Optional[float] = 600.0
+    """The typed, checked form of conf/pipeline/async.yaml, where the defaults and their meaning
+    are stated (once: every key is read from the config, none has a default here)."""
+    depth: int  # most batches a producer may have waiting in its queue (the memory bound)
+    superbatch: int  # batches the sampler draws per call (one fused launch for all of them)
+    interval: int  # pace decisions every `interval` iterations
+    patience: int
+    wait_fraction: float
+    threads: int  # torch CPU threads per stage process
+    mps: str  # auto | true | false
+    mps_warmup: int
+    mps_floor: int
+    mps_fixed: Optional[Dict[str, int]]  # fixed SM percentages per stage, or None: measured
+    stall_timeout_s: Optional[float]
 
     @classmethod
     def from_config(cls, c) -> "PipelineOptions":
         c = OmegaConf.to_container(c, resolve=True) if not isinstance(c, dict) else c
-        pace, mps = c.get("pace") or {}, c.get("mps") or {}
-        threads = c.get("threads", "auto")
+        pace, mps = c["pace"], c["mps"]
         options = cls(
-            depth=_integer(c.get("depth", 4), "pipeline.depth", 1),
-            superbatch=_integer(c.get("superbatch", 4), "pipeline.superbatch", 1, 64),
-            interval=_integer(pace.get("interval", 10), "pipeline.pace.interval", 1),
-            patience=_integer(pace.get("patience", 5), "pipeline.pace.patience", 2),
-            wait_fraction=_fraction(pace.get("wait_fraction", 0.05), "pipeline.pace.wait_fraction"),
-            threads=(max(1, (os.cpu_count() or 1) // 4) if threads == "auto"
-                     else _integer(threads, "pipeline.threads", 1)),
-            mps=str(mps.get("enabled", "auto")).lower(),
-            mps_warmup=_integer(mps.get("warmup", 20), "pipeline.mps.warmup", 3),
-            mps_floor=_integer(mps.get("floor", 10), "pipeline.mps.floor", 1, 100),
-            stall_timeout_s=c.get("stall_timeout_s", 600.0))
+            depth=_integer(c["depth"], "pipeline.depth", 1),
+            superbatch=_integer(c["superbatch"], "pipeline.superbatch", 1, 64),
+            interval=_integer(pace["interval"], "pipeline.pace.interval", 1),
+            patience=_integer(pace["patience"], "pipeline.pace.patience", 2),
+            wait_fraction=_fraction(pace["wait_fraction"], "pipeline.pace.wait_fraction"),
+            threads=(max(1, (os.cpu_count() or 1) // 4) if c["threads"] == "auto"
+                     else _integer(c["threads"], "pipeline.threads", 1)),
+            mps=str(mps["enabled"]).lower(),
+            mps_warmup=_integer(mps["warmup"], "pipeline.mps.warmup", 3),
+            mps_floor=_integer(mps["floor"], "pipeline.mps.floor", 1, 100),
+            mps_fixed=None,
+            stall_timeout_s=c["stall_timeout_s"])
         if options.mps not in ("auto", "true", "false"):
             raise ConveyorError(f"pipeline.mps.enabled must be auto, true or false, got {mps.get('enabled')!r}.")
         fixed = {s: mps.get(s) for s in STAGES if mps.get(s) is not None}

@@ -77,7 +77,7 @@ def cora(data_root, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ddp_cora")
     common = ["data=cora", f"data.root={data_root}", "trainer.eval_every=1000", "run.seed=0", *EXACT]
     single = train(make_config(f"run.out_dir={tmp / 'single'}", f"trainer.epochs={CORA_EPOCHS}",
-                               *common))
+                               *common)).final
     single_epochs = metrics(tmp / "single")["epochs"]
     ddp = tmp / "ddp"
     half = CORA_EPOCHS // 2
@@ -147,7 +147,7 @@ def test_two_ranks_match_one_rank_on_synthetic(data_root, tmp_path):
     for seed in range(3):
         run = [f"run.seed={seed}", *common]
         single.append(train(make_config(f"run.out_dir={tmp_path / f'single{seed}'}",
-                                         "trainer.batch_size=256", *run))["test_acc"])
+                                         "trainer.batch_size=256", *run)).final["test_acc"])
         ddp.append(train_distributed(make_config(f"run.out_dir={tmp_path / f'ddp{seed}'}",
                                                  "run.world_size=2", "trainer.batch_size=128",
                                                  *run))["test_acc"])

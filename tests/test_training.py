@@ -9,9 +9,10 @@ from trainer.run import train
 
 def run(tmp_path, name, *overrides):
     cfg = make_config(f"run.out_dir={tmp_path / name}", *overrides)
-    final = train(cfg)
+    result = train(cfg)
     metrics = json.loads((tmp_path / name / "metrics.json").read_text())
-    return final, metrics
+    assert result.final == metrics["final"] and result.history == metrics["epochs"]
+    return result.final, metrics
 
 
 def test_sage_on_cora_reaches_079(tmp_path, data_root):

@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from partition import ConveyorError
+from partition.datasets import load_configured
 from partition.device import resolve_device, use_device
 
 from .metrics import setup_logging
 from .reference import require_neighbor_sampling, train_reference
-from .run import load_graph, train
+from .run import train
 
 log = logging.getLogger("conveyor")
 
@@ -42,7 +43,7 @@ def compare(cfg) -> dict:
     out_dir = Path(cfg.run.out_dir)
     setup_logging(out_dir)
     device = use_device(resolve_device(cfg.run.device))
-    graph = load_graph(cfg.data)
+    graph = load_configured(cfg.data)
     if graph.val_idx is None or graph.val_idx.numel() == 0:
         raise ConveyorError(f"dataset {cfg.data.name!r} has no validation split; mode=compare plots and "
                             f"targets validation accuracy, so give it val_idx.")
@@ -53,9 +54,9 @@ def compare(cfg) -> dict:
     runs = {name: [] for name in SYSTEMS}
     for seed in seeds:
         conveyor_dir = out_dir / "conveyor" / f"seed{seed}"
-        train(_seed_cfg(cfg, seed, conveyor_dir))
+        result = train(_seed_cfg(cfg, seed, conveyor_dir))
         setup_logging(out_dir)  # train() pointed the log file at its own directory
-        runs["conveyor"].append(_curves(seed, json.loads((conveyor_dir / "metrics.json").read_text())))
+        runs["conveyor"].append(_curves(seed, {"epochs": result.history, "final": result.final}))
         pyg = train_reference(_seed_cfg(cfg, seed, out_dir / "pyg" / f"seed{seed}"), graph,
                               out_dir / "pyg" / f"seed{seed}", device)
         runs["pyg"].append(_curves(seed, pyg))

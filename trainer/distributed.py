@@ -48,9 +48,11 @@ from partition.store import load_part
 from pipeline.seeds import shuffled
 from pipeline.shutdown import stop_processes
 
+from .checkpoint import prepare_out_dir
 from .config import check_config
-from .metrics import setup_logging
-from .run import prepare_out_dir, train
+from .context import QuietRecorder
+from .metrics import RunRecorder, setup_logging
+from .run import train
 
 log = logging.getLogger("conveyor")
 
@@ -92,25 +94,6 @@ def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch:
 
 # -- one rank ------------------------------------------------------------------------------------
 
-class QuietRecorder:
-    """The recorder of ranks other than 0: keeps the history, writes nothing."""
-
-    def __init__(self, history):
-        self.epochs = list(history or [])
-
-    def scalar(self, tag, value, step) -> None:
-        pass
-
-    def epoch(self, record: dict) -> None:
-        self.epochs.append(record)
-
-    def write(self, final) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 # Per-epoch figures that add up over ranks, and those that are means over the seeds trained;
 # any other number (stage times, hit ratios) is averaged over the ranks.
 SUMMED = ("seeds", "sampled_edges", "bytes_from_host", "hits", "misses")
@@ -119,7 +102,8 @@ PER_SEED = ("loss", "train_acc")
 
 @dataclass
 class RankContext:
-    """What `train()` needs to know when it runs as one rank of `world_size`."""
+    """What `train()` needs to know when it runs as one rank of `world_size`: the interface of
+    trainer/context.py's LocalContext, answered for one rank of a DDP group."""
     rank: int
     world_size: int
     device: torch.device
@@ -127,6 +111,11 @@ class RankContext:
     node_ids: Tensor  # global id of each local node
     num_batches: int  # training batches per epoch, the same on every rank
     ddp: Optional[DistributedDataParallel] = None
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that writes logs, metrics and checkpoints."""
+        return self.rank == 0
 
     def wrap(self, model):
         """DDP over `model` (rank 0's initial weights are broadcast to every rank)."""
@@ -153,8 +142,8 @@ class RankContext:
             raise payload[0]
         return payload[0]
 
-    def quiet_recorder(self, history) -> QuietRecorder:
-        return QuietRecorder(history)
+    def recorder(self, out_dir, config: dict, history):
+        return RunRecorder(out_dir, config, history) if self.is_main else QuietRecorder(history)
 
     def reduce_epoch(self, stats: dict) -> dict:
         """One epoch's figures over all ranks: summed counts, per-seed means, mean times."""
@@ -267,7 +256,7 @@ def run_rank(cfg, rank: int, world_size: int, local_rank: int, local_world_size:
         if part_dir is None:
             part_dir = _partitions_from_local_leader(cfg, rank, world_size, local_rank)
         ctx = rank_context(cfg, rank, world_size, device, part_dir)
-        final = train(cfg, ctx)
+        final = train(cfg, ctx).final
         if after is not None:
             after(ctx, final)
         return final
@@ -399,6 +388,7 @@ def train_distributed(cfg: DictConfig, after=None) -> dict:
     setup_logging(Path(cfg.run.out_dir))
     part_dir = make_partitions(cfg, world_size)[0]
     spawn_ranks(cfg, world_size, part_dir, after)
+    # The ranks were child processes: what rank 0 wrote is how their result comes back.
     return json.loads((Path(cfg.run.out_dir) / "metrics.json").read_text())["final"]
 
 

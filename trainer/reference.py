@@ -108,28 +108,38 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device, num_worker
                                                   progress, f"pyg epoch {epoch}/{epochs}")}
         record["epoch_time_s"] = time.perf_counter() - t0
         if epoch % eval_every == 0 or epoch == epochs:
-            t1 = time.perf_counter()
-            # The same subgraphs every epoch, without disturbing the training's random stream.
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed + 1_000_003)
-                for split, loader in eval_loaders.items():
-                    record[f"{split}_acc"] = _evaluate(model, loader, device)
-            record["eval_time_s"] = time.perf_counter() - t1
+            record.update(_evaluate_splits(model, eval_loaders, device, seed))
             if record.get("val_acc", -1.0) > best["val_acc"]:
                 best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
         log.info("pyg epoch %d: loss %.4f train %.4f val %s test %s | %.2fs", epoch, record["loss"],
                  record["train_acc"], _fmt(record.get("val_acc")), _fmt(record.get("test_acc")),
                  record["epoch_time_s"])
         recorder.epoch(record)
-    last = recorder.epochs[-1]
-    final = {"epochs": epochs, "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
-             "train_acc": last["train_acc"], "loss": last["loss"], "best_val_acc": best["val_acc"],
-             "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
-             "mean_epoch_time_s": sum(e["epoch_time_s"] for e in recorder.epochs) / epochs,
-             "wall_time_s": time.perf_counter() - run_start}
+    final = _final(recorder.epochs, best, run_start)
     recorder.write(final)
     recorder.close()
     return {"epochs": recorder.epochs, "final": final, "model": model}
+
+
+def _evaluate_splits(model, eval_loaders: dict, device, seed: int) -> dict:
+    """Accuracy per split, on the same subgraphs every epoch, without disturbing the training's
+    random stream."""
+    start, figures = time.perf_counter(), {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1_000_003)
+        for split, loader in eval_loaders.items():
+            figures[f"{split}_acc"] = _evaluate(model, loader, device)
+    figures["eval_time_s"] = time.perf_counter() - start
+    return figures
+
+
+def _final(history: list, best: dict, run_start: float) -> dict:
+    last, epochs = history[-1], len(history)
+    return {"epochs": epochs, "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
+            "train_acc": last["train_acc"], "loss": last["loss"], "best_val_acc": best["val_acc"],
+            "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
+            "mean_epoch_time_s": sum(e["epoch_time_s"] for e in history) / epochs,
+            "wall_time_s": time.perf_counter() - run_start}
 
 
 def _loaders(cfg, graph: Graph, data, fanouts, num_workers: int = 0):

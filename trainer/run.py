@@ -1,32 +1,69 @@
-"""One training run: data, sampler, cache, model, the epoch loop, evaluation, logging, checkpoints."""
+"""One training run, as named steps: start (out_dir, data, model, optimizer, batch source), then
+per epoch train, evaluate when due, record and checkpoint; finish with the final figures.
+
+The same steps run alone and as one rank of a data-parallel group: the context (trainer/context.py)
+answers the few questions where the two differ (which graph, which seeds, who writes, how figures
+add up over ranks).
+"""
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Dict, List
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from cache.configured import cache_from_config
-from partition import ConveyorError, Graph
-from partition.device import resolve_device, use_device
-from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, epoch_seed_batches, eval_seed_batches, stream_seed
+from partition import Graph
+from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, eval_seed_batches, stream_seed
 from pipeline.serial import SerialBatches
 from samplers import build_sampler, resolve_sampler_name
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import save_checkpoint
 from .config import check_config
+from .context import LocalContext
 from .loop import evaluate, train_epoch
-from .metrics import RunRecorder, setup_logging
+from .metrics import setup_logging
 from .models import build_model
 
 log = logging.getLogger("conveyor")
+NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
 
 
-def load_graph(cfg_data) -> Graph:
-    from partition.datasets import load_configured
-    return load_configured(cfg_data)
+@dataclass
+class TrainResult:
+    """What `train()` returns: the trained model (on its device) and metrics.json's contents."""
+    model: torch.nn.Module
+    history: List[Dict[str, Any]]  # one record per epoch, as in metrics.json's "epochs"
+    final: Dict[str, Any]  # metrics.json's "final"
+
+
+@dataclass
+class Run:
+    """What one training run holds between its steps."""
+    cfg: DictConfig
+    ctx: Any  # LocalContext or distributed.RankContext
+    out_dir: Path
+    graph: Graph
+    model: torch.nn.Module
+    net: torch.nn.Module  # the model, or DDP around it
+    optimizer: torch.optim.Optimizer
+    recorder: Any
+    source: Any  # SerialBatches or pipeline.AsyncBatches
+    start_epoch: int = 1
+    best: dict = field(default_factory=lambda: dict(NO_BEST))
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def seed(self) -> int:
+        return int(self.cfg.run.seed)
+
+    @property
+    def epochs(self) -> int:
+        return int(self.cfg.trainer.epochs)
 
 
 def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
@@ -34,121 +71,129 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
     `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
     sampler_name = resolve_sampler_name(cfg.sampler.name, device)
     if cfg.pipeline.name == "async":
-        from pipeline import AsyncBatches
+        from pipeline import AsyncBatches  # starts processes: only when asked for
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
-                            seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.get("deterministic", True)))
+                            seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.deterministic))
     return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device)
 
 
-def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
-    out_dir = Path(cfg.run.out_dir)
-    state = load_checkpoint(out_dir)
-    if state is not None and not cfg.run.resume:
-        raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
-                            f"run.resume=true to continue it, or choose another run.out_dir.")
-    if cfg.run.resume and state is None:
-        log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
-    return out_dir, state
-
-
-def train(cfg: DictConfig, ctx=None) -> dict:
-    """Train as configured; return the `final` figures written to metrics.json.
-    `ctx`: a `trainer.distributed.RankContext` when this process is one of several DDP ranks."""
+def train(cfg: DictConfig, ctx=None) -> TrainResult:
+    """Train as configured, alone or (with a `distributed.RankContext`) as one DDP rank."""
     check_config(cfg)
-    main = ctx is None or ctx.rank == 0  # only rank 0 writes logs, metrics and checkpoints
-    device = use_device(ctx.device if ctx else resolve_device(cfg.run.device))
-    out_dir, state = ctx.prepare_out_dir(cfg) if ctx else prepare_out_dir(cfg)
-    if main:
-        setup_logging(out_dir)
-    seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
-    rseed = ctx.rank_seed(seed) if ctx else seed  # each rank its own sampling and dropout streams
-    log.info("device %s, output %s", device, out_dir)
+    run = start_run(cfg, ctx or LocalContext(cfg))
+    try:
+        for epoch in range(run.start_epoch, run.epochs + 1):
+            record = train_one_epoch(run, epoch)
+            if epoch % int(cfg.trainer.eval_every) == 0 or epoch == run.epochs:
+                record.update(evaluate_splits(run, epoch))
+            end_epoch(run, record)
+    finally:
+        run.source.close()
+    return finish_run(run)
 
-    graph = ctx.graph if ctx else load_graph(cfg.data)  # a rank trains on its own partition
+
+def start_run(cfg: DictConfig, ctx) -> Run:
+    """Check out_dir (before any data is read), then load the graph, build the model, restore a
+    checkpoint to resume from, and open the recorder and the batch source."""
+    out_dir, state = ctx.prepare_out_dir(cfg)
+    if ctx.is_main:
+        setup_logging(out_dir)
+    log.info("device %s, output %s", ctx.device, out_dir)
+    graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
-    torch.manual_seed(seed)
+    torch.manual_seed(int(cfg.run.seed))
     model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes),
-                        len(cfg.sampler.fanouts)).to(device)
+                        len(cfg.sampler.fanouts)).to(ctx.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
-                                 weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
-    start_epoch, history, best = 1, [], {"val_acc": -1.0, "test_acc": None, "epoch": None}
+                                 weight_decay=float(cfg.trainer.weight_decay))
+    start_epoch, history, best = 1, [], dict(NO_BEST)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
-    net = ctx.wrap(model) if ctx else model  # DDP: gradients all-reduced in backward
+    recorder = ctx.recorder(out_dir, OmegaConf.to_container(cfg, resolve=True), history)
+    source = build_batch_source(cfg, graph, ctx.device, recorder)
+    return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, recorder, source,
+               start_epoch, best)
 
-    config = OmegaConf.to_container(cfg, resolve=True)
-    recorder = RunRecorder(out_dir, config, history) if main else ctx.quiet_recorder(history)
-    source = build_batch_source(cfg, graph, device, recorder)
-    eval_every = int(cfg.trainer.get("eval_every", 1))
-    eval_bs, bs = int(cfg.trainer.eval_batch_size), int(cfg.trainer.batch_size)
-    progress = bool(cfg.trainer.progress) and main
-    run_start = time.perf_counter()
-    try:
-        for epoch in range(start_epoch, epochs + 1):
-            torch.manual_seed(stream_seed(rseed, epoch, STREAM_MODEL))  # dropout replays on resume
-            seed_batches = (ctx.seed_batches(seed, epoch) if ctx else
-                            epoch_seed_batches(graph.train_idx, bs, seed, epoch))
-            step0 = (epoch - 1) * len(seed_batches)
 
-            def on_batch(step, loss, pb, step0=step0):
-                recorder.scalar("batch/loss", loss, step0 + step)
+def train_one_epoch(run: Run, epoch: int) -> dict:
+    """One pass over this epoch's training batches; the epoch's record (global over ranks)."""
+    rseed = run.ctx.rank_seed(run.seed)  # each rank its own sampling and dropout streams
+    torch.manual_seed(stream_seed(rseed, epoch, STREAM_MODEL))  # dropout replays on resume
+    seed_batches = run.ctx.seed_batches(run.seed, epoch)
+    first_step = (epoch - 1) * len(seed_batches)
 
-            t0 = time.perf_counter()
-            stats = train_epoch(net, optimizer,
-                                source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER)),
-                                len(seed_batches), progress, f"epoch {epoch}/{epochs}", on_batch)
-            epoch_time = time.perf_counter() - t0
-            if ctx:  # global figures: loss and accuracy over all seeds, summed counts
-                stats = ctx.reduce_epoch(stats)
-            record = {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
-                      "epoch_time_s": epoch_time, "sample_s": stats["sample_s"],
-                      "gather_s": stats["gather_s"], "train_s": stats["train_s"],
-                      "sampled_edges": stats["sampled_edges"],
-                      "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
-                      "throughput_seeds_per_s": stats["seeds"] / max(epoch_time, 1e-9)}
-            record.update(stats.get("cache", {}))
-            if epoch % eval_every == 0 or epoch == epochs:
-                t1 = time.perf_counter()
-                eval_seed = stream_seed(seed, 0, STREAM_EVAL)  # the same subgraphs every epoch
-                for split in ("val", "test"):
-                    idx = getattr(graph, f"{split}_idx")
-                    n = 0 if idx is None else idx.numel()
-                    batches = eval_seed_batches(idx, eval_bs) if n else []
-                    acc = evaluate(model, source.run(batches, eval_seed), len(batches)) if n else 0.0
-                    if ctx:  # each rank evaluated the nodes it owns: count them all
-                        acc, n = ctx.global_accuracy(acc, n)
-                    if n:
-                        record[f"{split}_acc"] = acc
-                record["eval_time_s"] = time.perf_counter() - t1
-                if record.get("val_acc", -1.0) > best["val_acc"]:
-                    best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
-            log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
-                     "train %.2fs)", epoch, record["loss"], record["train_acc"],
-                     _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), epoch_time,
-                     record["sample_s"], record["gather_s"], record["train_s"])
-            recorder.epoch(record)
-            if main:
-                save_checkpoint(out_dir, {"epoch": epoch, "model": model.state_dict(),
-                                          "optimizer": optimizer.state_dict(), "history": recorder.epochs,
-                                          "best": best, "config": config})
-    finally:
-        source.close()
-    last = recorder.epochs[-1] if recorder.epochs else {}
-    final = {"epochs": len(recorder.epochs), "test_acc": last.get("test_acc"),
-             "val_acc": last.get("val_acc"), "train_acc": last.get("train_acc"),
-             "loss": last.get("loss"), "best_val_acc": best["val_acc"],
-             "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
-             "mean_epoch_time_s": sum(e["epoch_time_s"] for e in recorder.epochs) / max(len(recorder.epochs), 1),
-             "wall_time_s": time.perf_counter() - run_start}
-    recorder.write(final)
-    recorder.close()
-    log.info("done: test acc %s (best val %s at epoch %s); metrics in %s", _fmt(final["test_acc"]),
-             _fmt(best["val_acc"]), best["epoch"], out_dir / "metrics.json")
-    return final
+    def on_batch(step, loss, prepared):
+        run.recorder.scalar("batch/loss", loss, first_step + step)
+
+    start = time.perf_counter()
+    batches = run.source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER))
+    progress = bool(run.cfg.trainer.progress) and run.ctx.is_main
+    stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
+                        f"epoch {epoch}/{run.epochs}", on_batch)
+    seconds = time.perf_counter() - start
+    stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
+    return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
+            "epoch_time_s": seconds, "sample_s": stats["sample_s"], "gather_s": stats["gather_s"],
+            "train_s": stats["train_s"], "sampled_edges": stats["sampled_edges"],
+            "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
+            "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"]}
+
+
+def evaluate_splits(run: Run, epoch: int) -> dict:
+    """Validation and test accuracy (over every rank's nodes), on the same subgraphs every epoch;
+    keeps the best validation epoch."""
+    start = time.perf_counter()
+    eval_seed = stream_seed(run.seed, 0, STREAM_EVAL)
+    figures = {}
+    for split in ("val", "test"):
+        idx = getattr(run.graph, f"{split}_idx")
+        seen = 0 if idx is None else idx.numel()
+        batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size)) if seen else []
+        acc = evaluate(run.model, run.source.run(batches, eval_seed), len(batches)) if seen else 0.0
+        acc, seen = run.ctx.global_accuracy(acc, seen)  # each rank evaluated the nodes it owns
+        if seen:
+            figures[f"{split}_acc"] = acc
+    figures["eval_time_s"] = time.perf_counter() - start
+    if "val_acc" in figures and (run.best["val_acc"] is None or figures["val_acc"] > run.best["val_acc"]):
+        run.best = {"val_acc": figures["val_acc"], "test_acc": figures.get("test_acc"), "epoch": epoch}
+    return figures
+
+
+def end_epoch(run: Run, record: dict) -> None:
+    """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it."""
+    log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
+             "train %.2fs)", record["epoch"], record["loss"], record["train_acc"],
+             _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), record["epoch_time_s"],
+             record["sample_s"], record["gather_s"], record["train_s"])
+    run.recorder.epoch(record)
+    if run.ctx.is_main:
+        save_checkpoint(run.out_dir, {"epoch": record["epoch"], "model": run.model.state_dict(),
+                                      "optimizer": run.optimizer.state_dict(), "history": run.recorder.epochs,
+                                      "best": run.best, "config": run.recorder.config})
+
+
+def finish_run(run: Run) -> TrainResult:
+    """The final figures, written to metrics.json; the result train() returns."""
+    history = run.recorder.epochs
+    last = history[-1] if history else {}
+    best = run.best
+    final = {"epochs": len(history), "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
+             "train_acc": last.get("train_acc"), "loss": last.get("loss"),
+             "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
+             "best_epoch": best["epoch"],
+             "mean_epoch_time_s": sum(e["epoch_time_s"] for e in history) / max(len(history), 1),
+             "wall_time_s": time.perf_counter() - run.started}
+    run.recorder.write(final)
+    run.recorder.close()
+    best_note = (f"best val {_fmt(best['val_acc'])} at epoch {best['epoch']}" if best["epoch"] is not None
+                 else "no validation split")
+    log.info("done: test acc %s (%s); metrics in %s", _fmt(final["test_acc"]), best_note,
+             run.out_dir / "metrics.json")
+    return TrainResult(run.model, list(history), final)
 
 
 def _fmt(value) -> str:

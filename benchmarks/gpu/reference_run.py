@@ -25,14 +25,14 @@ def main() -> None:
     args, overrides = p.parse_known_args()
     from hydra import compose, initialize_config_dir
 
+    from partition.datasets import load_configured
     from partition.device import resolve_device, use_device
     from trainer.reference import train_reference
-    from trainer.run import load_graph
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     device = use_device(resolve_device(cfg.run.device))
-    graph = load_graph(cfg.data)
+    graph = load_configured(cfg.data)
     result = train_reference(cfg, graph, args.out, device, num_workers=args.workers)
     print(json.dumps(result["final"]))
 

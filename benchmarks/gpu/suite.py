@@ -3,7 +3,7 @@ steps that each finish well inside 10 minutes.
 
 Here, with a package index (once; the folder travels with the working tree, git-ignored):
 
-    python benchmarks/gpu/suite.py --prepare [DIR]      # default DIR: .gpu-wheels/ (< 60 MB)
+    python benchmarks/gpu/suite.py --prepare [DIR]      # default DIR: .gpu-wheels/ (~7 MB; must stay < 60 MB)
 
 There, without a network, one command per step (or `all`, in order):
 

@@ -1,0 +1,76 @@
+"""Who this process trains as: alone (`LocalContext`) or as one rank of several (`RankContext`,
+trainer/distributed.py). Both have this interface, so `train()` has one code path; world size 1
+runs the same steps as many, each rank-specific step being the identity here."""
+from __future__ import annotations
+
+from functools import cached_property
+from typing import List
+
+import torch
+from torch import Tensor
+
+from partition import Graph
+from partition.datasets import load_configured
+from partition.device import resolve_device, use_device
+from pipeline.seeds import epoch_seed_batches
+
+from .checkpoint import prepare_out_dir
+from .metrics import RunRecorder
+
+
+class QuietRecorder:
+    """The recorder of ranks other than 0: keeps the history, writes nothing."""
+
+    def __init__(self, history):
+        self.epochs = list(history or [])
+
+    def scalar(self, tag, value, step) -> None:
+        pass
+
+    def epoch(self, record: dict) -> None:
+        self.epochs.append(record)
+
+    def write(self, final) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LocalContext:
+    """One process training on the whole graph."""
+    rank, world_size = 0, 1
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.device = use_device(resolve_device(cfg.run.device))
+
+    @property
+    def is_main(self) -> bool:
+        """The process that writes logs, metrics and checkpoints."""
+        return self.rank == 0
+
+    @cached_property
+    def graph(self) -> Graph:
+        return load_configured(self.cfg.data)  # on first use: after the out_dir checks
+
+    def prepare_out_dir(self, cfg):
+        return prepare_out_dir(cfg)
+
+    def recorder(self, out_dir, config: dict, history):
+        return RunRecorder(out_dir, config, history) if self.is_main else QuietRecorder(history)
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model
+
+    def rank_seed(self, run_seed: int) -> int:
+        return run_seed
+
+    def seed_batches(self, run_seed: int, epoch: int) -> List[Tensor]:
+        return epoch_seed_batches(self.graph.train_idx, int(self.cfg.trainer.batch_size), run_seed, epoch)
+
+    def reduce_epoch(self, stats: dict) -> dict:
+        return stats
+
+    def global_accuracy(self, acc: float, seen: int) -> tuple[float, int]:
+        return acc, seen
