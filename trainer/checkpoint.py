@@ -1,31 +1,42 @@
-"""Checkpoints a run can resume from: written atomically, so a kill never leaves half a file."""
+"""Checkpoints a run can resume from: written atomically, read without running any code.
+
+A checkpoint holds only tensors, plain containers, numbers and strings (the config as a plain
+dict), so it loads with `weights_only=True`: a pickle planted as `last.pt` cannot run code.
+"""
 from __future__ import annotations
 
-import os
+import io
+import pickle
 from pathlib import Path
 
 import torch
 
 from partition import ConveyorError
 
+from .files import write_atomically
+
 CHECKPOINT = "checkpoints/last.pt"
 
 
+def checkpoint_path(out_dir) -> Path:
+    return Path(out_dir) / CHECKPOINT
+
+
 def save_checkpoint(out_dir, state: dict) -> Path:
-    path = Path(out_dir) / CHECKPOINT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # the previous checkpoint stays intact until this instant
-    return path
+    buffer = io.BytesIO()  # serialised first, so a failing disk write raises a plain OSError
+    torch.save(state, buffer)
+    return write_atomically(checkpoint_path(out_dir), buffer.getbuffer())
 
 
 def load_checkpoint(out_dir, map_location="cpu") -> dict | None:
-    path = Path(out_dir) / CHECKPOINT
+    path = checkpoint_path(out_dir)
     if not path.exists():
         return None
     try:
-        return torch.load(path, map_location=map_location, weights_only=False)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # a foreign or damaged file: say which, keep it for inspection
-        raise ConveyorError(f"cannot read checkpoint {path} ({exc}); move it away to start afresh "
-                            f"or point run.out_dir at another run.") from exc
+        reason = ("it holds Python objects besides tensors and plain values"
+                  if isinstance(exc, pickle.UnpicklingError) else str(exc).strip().splitlines()[0])
+        raise ConveyorError(f"cannot read checkpoint {path} ({reason}); it is damaged or was not "
+                            f"written by conveyor, and nothing in it was run. Move it away to "
+                            f"start afresh, or point run.out_dir at another run.") from exc

@@ -48,6 +48,7 @@ from partition.store import load_part
 
 from .batches import STREAM_ORDER, stream_seed
 from .config import check_config, resolve_device
+from .leftovers import RANK_NOTES_PREFIX
 from .metrics import setup_logging
 from .run import prepare_out_dir, train
 
@@ -319,7 +320,7 @@ def _spawned_rank(rank: int, cfg, world_size: int, port: int, part_dir: str, not
 def spawn_ranks(cfg, world_size: int, part_dir: Path, after=None) -> None:
     """Run `world_size` ranks as child processes and watch them: as soon as one exits with an
     error, stop the others and raise with that rank's traceback (or the signal that killed it)."""
-    with tempfile.TemporaryDirectory(prefix="conveyor-ranks-") as notes:
+    with tempfile.TemporaryDirectory(prefix=f"{RANK_NOTES_PREFIX}{os.getpid()}.") as notes:
         ranks = mp.start_processes(_spawned_rank, (cfg, world_size, free_port(), str(part_dir),
                                                    notes, after),
                                    nprocs=world_size, join=False, start_method="spawn")

@@ -14,11 +14,14 @@ from samplers import build_sampler, default_sampler_name
 
 from .batches import (STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, SerialBatches, epoch_seed_batches,
                       eval_seed_batches, stream_seed)
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .config import check_config, resolve_device, use_device
 from .loop import evaluate, train_epoch
 from .metrics import RunRecorder, setup_logging
+from .leftovers import sweep_leftovers
 from .models import build_model
+from .outdir import lock_out_dir, owns_out_dir
+from .resume import apply_optimizer_settings, check_resumable
 
 log = logging.getLogger("conveyor")
 
@@ -51,13 +54,19 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
 
 
 def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
+    """run.out_dir and, when resuming, its checkpoint, checked against `cfg`. Without
+    run.resume the checkpoint is only looked for, never read."""
     out_dir = Path(cfg.run.out_dir)
-    state = load_checkpoint(out_dir)
-    if state is not None and not cfg.run.resume:
+    has_checkpoint = checkpoint_path(out_dir).exists()
+    if has_checkpoint and not cfg.run.resume:
         raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
                             f"run.resume=true to continue it, or choose another run.out_dir.")
-    if cfg.run.resume and state is None:
-        log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    if not has_checkpoint:
+        if cfg.run.resume:
+            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+        return out_dir, None
+    state = load_checkpoint(out_dir)
+    check_resumable(state.get("config"), OmegaConf.to_container(cfg, resolve=True), out_dir)
     return out_dir, state
 
 
@@ -70,6 +79,7 @@ def train(cfg: DictConfig, ctx=None) -> dict:
     out_dir, state = ctx.prepare_out_dir(cfg) if ctx else prepare_out_dir(cfg)
     if main:
         setup_logging(out_dir)
+        sweep_leftovers()  # of runs killed before they could clean up
     seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
     rseed = ctx.rank_seed(seed) if ctx else seed  # each rank its own sampling and dropout streams
     log.info("device %s, output %s", device, out_dir)
@@ -82,14 +92,15 @@ def train(cfg: DictConfig, ctx=None) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
                                  weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
     start_epoch, history, best = 1, [], {"val_acc": -1.0, "test_acc": None, "epoch": None}
+    config = OmegaConf.to_container(cfg, resolve=True)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        apply_optimizer_settings(optimizer, state.get("config"), config)
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
     net = ctx.wrap(model) if ctx else model  # DDP: gradients all-reduced in backward
 
-    config = OmegaConf.to_container(cfg, resolve=True)
     recorder = RunRecorder(out_dir, config, history) if main else ctx.quiet_recorder(history)
     source = build_batch_source(cfg, graph, device, recorder)
     eval_every = int(cfg.trainer.get("eval_every", 1))
@@ -114,6 +125,7 @@ def train(cfg: DictConfig, ctx=None) -> dict:
             if ctx:  # global figures: loss and accuracy over all seeds, summed counts
                 stats = ctx.reduce_epoch(stats)
             record = {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
+                      "lr": optimizer.param_groups[0]["lr"],  # what the optimizer used
                       "epoch_time_s": epoch_time, "sample_s": stats["sample_s"],
                       "gather_s": stats["gather_s"], "train_s": stats["train_s"],
                       "sampled_edges": stats["sampled_edges"],
@@ -149,14 +161,17 @@ def train(cfg: DictConfig, ctx=None) -> dict:
     last = recorder.epochs[-1] if recorder.epochs else {}
     final = {"epochs": len(recorder.epochs), "test_acc": last.get("test_acc"),
              "val_acc": last.get("val_acc"), "train_acc": last.get("train_acc"),
-             "loss": last.get("loss"), "best_val_acc": best["val_acc"],
+             "loss": last.get("loss"),
+             "best_val_acc": best["val_acc"] if best["epoch"] is not None else None,
              "test_acc_at_best_val": best["test_acc"], "best_epoch": best["epoch"],
              "mean_epoch_time_s": sum(e["epoch_time_s"] for e in recorder.epochs) / max(len(recorder.epochs), 1),
              "wall_time_s": time.perf_counter() - run_start}
     recorder.write(final)
     recorder.close()
-    log.info("done: test acc %s (best val %s at epoch %s); metrics in %s", _fmt(final["test_acc"]),
-             _fmt(best["val_acc"]), best["epoch"], out_dir / "metrics.json")
+    best_note = (f"best val {_fmt(best['val_acc'])} at epoch {best['epoch']}"
+                 if best["epoch"] is not None else "no validation split")
+    log.info("done: test acc %s (%s); metrics in %s", _fmt(final["test_acc"]), best_note,
+             out_dir / "metrics.json")
     return final
 
 
@@ -167,6 +182,8 @@ def _fmt(value) -> str:
 def run(cfg: DictConfig):
     """What `launch.py` calls: one training run, or the side-by-side comparison (mode=compare)."""
     check_config(cfg)
+    if owns_out_dir():  # taken already when launch.py started the run (a Hydra callback)
+        lock_out_dir(cfg.run.out_dir)
     if cfg.mode == "compare":
         from .compare import compare
         return compare(cfg)

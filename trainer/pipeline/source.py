@@ -166,7 +166,7 @@ class AsyncBatches:
         return self._batches(self.job, len(sizes))
 
     def _batches(self, job: int, count: int) -> Iterator[PreparedBatch]:
-        run_start = time.perf_counter()
+        last = time.perf_counter()
         for index in range(count):
             if job != self.job:
                 raise RuntimeError("this run() was abandoned: a later run() call replaced it (the "
@@ -190,10 +190,11 @@ class AsyncBatches:
             train_s = time.perf_counter() - given
             self.control.add("trained")
             self._account(message, depths, waited, ipc_s, train_s)
-        if count:
-            self.totals["wall_s"] += time.perf_counter() - run_start
-            if count >= self.options.interval:
-                self._log_run(count)
+            now = time.perf_counter()  # wall time per batch: a run left half-way counts right
+            self.totals["wall_s"] += now - last
+            last = now
+        if count >= self.options.interval:
+            self._log_run(count)
 
     def _receive(self, job: int) -> tuple[BatchMessage, float]:
         """The next ready batch of `job` and how long the trainer waited for it."""
