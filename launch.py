@@ -13,6 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from partition import ConveyorError
+import trainer.outdir  # noqa: F401,E402 -- registers ${run_id:} (run.out_dir's default)
 
 
 def _interrupt(signum, frame):

@@ -28,11 +28,11 @@ def sweep_leftovers() -> None:
 
 def sweep_semaphores(shm: Path = SHM) -> list[Path]:
     """Delete this user's multiprocessing semaphores that no live process has mapped."""
-    candidates = [p for p in shm.glob("sem.mp-*") if _owned_by_me(p)]
+    candidates = dict(_my_files(shm, "sem.mp-*"))
     if not candidates:
         return []
-    in_use = mapped_files()
-    swept = [p for p in candidates if str(p) not in in_use]
+    in_use = mapped_inodes(shm)
+    swept = [p for p, inode in candidates.items() if inode not in in_use]
     for path in swept:
         path.unlink(missing_ok=True)
     if swept:
@@ -40,9 +40,10 @@ def sweep_semaphores(shm: Path = SHM) -> list[Path]:
     return swept
 
 
-def mapped_files() -> set[str]:
-    """Every file some process we can inspect has mapped (from /proc/<pid>/maps)."""
-    paths = set()
+def mapped_inodes(folder: Path) -> set[int]:
+    """The inodes of the files in `folder` that some process we can inspect has mapped. By
+    inode, not name: a semaphore is mapped under the temporary name glibc created it with."""
+    inodes = set()
     for maps in Path("/proc").glob("[0-9]*/maps"):
         try:
             lines = maps.read_text().splitlines()
@@ -50,13 +51,17 @@ def mapped_files() -> set[str]:
             continue
         for line in lines:
             fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
-            if len(fields) == 6:
-                paths.add(fields[5])
-    return paths
+            if len(fields) == 6 and fields[5].startswith(f"{folder}/"):
+                inodes.add(int(fields[4]))
+    return inodes
 
 
-def _owned_by_me(path: Path) -> bool:
-    try:
-        return path.stat().st_uid == os.getuid()
-    except OSError:
-        return False
+def _my_files(folder: Path, pattern: str):
+    """(path, inode) of this user's files in `folder` matching `pattern`."""
+    for path in folder.glob(pattern):
+        try:
+            stat = path.stat()
+        except OSError:  # gone meanwhile
+            continue
+        if stat.st_uid == os.getuid():
+            yield path, stat.st_ino
