@@ -16,16 +16,13 @@ from partition import ConveyorError
 import trainer.outdir  # noqa: F401,E402 -- registers ${run_id:} (run.out_dir's default)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)  # SIGTERM stops a run as Ctrl-C does
-
-
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from trainer.run import run
     from trainer.checkpoint import CHECKPOINT
+    from trainer.interrupts import stop_on_signals
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_signals()
     try:
         run(cfg)
     except ConveyorError as error:
