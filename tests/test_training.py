@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tests.configs import make_config
+from tests.graphs import write_custom_dataset
 from trainer.run import train
 
 
@@ -93,15 +94,8 @@ def test_fused_sampler_trains_like_bsp_on_cora(tmp_path, data_root):
 
 
 def test_without_a_validation_split_no_best_val_is_claimed(tmp_path):
-    import numpy as np
-    data = tmp_path / "graph"
-    data.mkdir()
-    rng = np.random.default_rng(0)
-    np.save(data / "edge_index.npy", rng.integers(0, 60, (2, 300)))
-    np.save(data / "x.npy", rng.normal(size=(60, 4)).astype(np.float32))
-    np.save(data / "y.npy", rng.integers(0, 3, 60))
-    np.save(data / "train_idx.npy", np.arange(40))
-    np.save(data / "test_idx.npy", np.arange(40, 60))
+    data = write_custom_dataset(tmp_path / "graph", num_nodes=60, train_idx=range(40),
+                                test_idx=range(40, 60))
     final, metrics = run(tmp_path, "noval", "data=custom", f"data.path={data}", "trainer.epochs=2",
                          "pipeline=serial")
     assert final["best_val_acc"] is None and final["best_epoch"] is None
