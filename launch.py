@@ -12,6 +12,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+import partition.compose  # noqa: F401 -- registers ${run_id:}, which run.out_dir's default uses
 from partition import ConveyorError
 
 
@@ -30,16 +31,13 @@ def check_before_hydra(overrides: list) -> None:
         sys.exit(2)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)  # SIGTERM stops a run as Ctrl-C does
-
-
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from trainer.checkpoint import CHECKPOINT
+    from trainer.interrupts import stop_on_signals
     from trainer.modes import run
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_signals()
     try:
         run(cfg)
     except ConveyorError as error:

@@ -7,13 +7,25 @@ first, so the user reads one paragraph naming the option or key and the choices 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from omegaconf import OmegaConf
+
 from .errors import ConveyorError
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def run_id() -> str:
+    """`${run_id:}` in run.out_dir's default: this process's id, or under torchrun the
+    launcher's (the same for every rank of one job), so runs started in one second differ."""
+    return str(os.getppid() if "LOCAL_RANK" in os.environ else os.getpid())
+
+
+OmegaConf.register_new_resolver("run_id", run_id, replace=True, use_cache=True)
 
 
 def compose_config(overrides: Sequence[str]):

@@ -114,12 +114,17 @@ class Graph:
         (directory / "meta.json").write_text(json.dumps(meta, indent=1))
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, mmap: bool = True) -> "Graph":
+    def load(cls, directory: str | os.PathLike, mmap: bool = True, rebuilt_from=None) -> "Graph":
+        """The graph `save` wrote to `directory`. `rebuilt_from`: the folder whose deletion makes
+        conveyor build it again (default `directory`), named when a file there is damaged."""
         directory = Path(directory)
         if not (directory / "graph.pt").exists():
             raise ConveyorError(f"no saved graph in {directory} (expected graph.pt and meta.json).")
-        tensors = torch.load(directory / "graph.pt", mmap=mmap, weights_only=True)
-        meta = json.loads((directory / "meta.json").read_text())
+        rebuilt_from = rebuilt_from or directory
+        tensors = load_saved(directory / "graph.pt", rebuilt_from, mmap)
+        meta = load_saved(directory / "meta.json", rebuilt_from)
+        if not (isinstance(tensors, dict) and set(tensors) <= set(TENSOR_FIELDS) and isinstance(meta, dict)):
+            raise damaged(directory / "graph.pt", rebuilt_from, "unexpected contents")
         return cls(**tensors, num_classes=meta.get("num_classes"), name=meta.get("name", "graph"))
 
     def share_memory_(self) -> "Graph":
@@ -133,3 +138,20 @@ class Graph:
         feats = None if self.x is None else tuple(self.x.shape)
         return (f"Graph({self.name}: {self.num_nodes:,} nodes, {self.num_edges:,} edges, x={feats}, "
                 f"classes={self.num_classes})")
+
+
+def load_saved(path: Path, rebuilt_from: Path, mmap: bool = False):
+    """A file conveyor saved: `.json`, or tensors read with `weights_only=True` (nothing in it can
+    run code). A damaged one raises a ConveyorError naming it and what to delete."""
+    try:
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+        return torch.load(path, mmap=mmap, weights_only=True)
+    except Exception as exc:  # truncated, overwritten, or planted
+        raise damaged(path, rebuilt_from, str(exc).strip().splitlines()[0]) from exc
+
+
+def damaged(path: Path, rebuilt_from: Path, reason: str) -> ConveyorError:
+    return ConveyorError(f"cannot read {path} ({reason}): it is damaged or was not written by "
+                         f"conveyor. It holds data conveyor derived: delete {rebuilt_from} to "
+                         f"rebuild it.")

@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from .errors import ConveyorError
-from .graph import Graph
+from .graph import Graph, load_saved
+from .leftovers import sweep_dead
 
 FORMAT_VERSION = 1
 X_ROWS_HASHED = 1 << 16  # feature rows the fingerprint reads (evenly spaced), not all of x
@@ -88,6 +89,7 @@ def save_parts(parts: Iterable[Part], directory) -> Dict:
         raise ConveyorError(f"{directory} exists and is not a partition folder (no partition.json); "
                             f"choose an empty or new folder for the partitions.")
     directory.parent.mkdir(parents=True, exist_ok=True)
+    sweep_dead(directory.parent, f".{directory.name}.tmp-")  # left by a killed partitioning
     tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -112,7 +114,7 @@ def read_header(directory) -> Optional[Dict]:
     path = Path(directory).expanduser() / "partition.json"
     if not path.exists():
         return None
-    header = json.loads(path.read_text())
+    header = load_saved(path, path.parent)
     return header if header.get("version") == FORMAT_VERSION else None
 
 
@@ -128,9 +130,9 @@ def load_part(directory, rank: int, mmap: bool = True) -> Part:
                             f"{header['num_parts'] - 1}), not rank {rank}; partition again for "
                             f"this run.world_size.")
     where = directory / f"part{int(rank)}"
-    load = lambda name: torch.load(where / name, mmap=mmap, weights_only=True)
-    info = json.loads((where / "info.json").read_text())
-    return Part(Graph.load(where, mmap=mmap), load("node_ids.pt"), load("degree_ranking.pt"), info)
+    load = lambda name: load_saved(where / name, directory, mmap)  # noqa: E731
+    return Part(Graph.load(where, mmap=mmap, rebuilt_from=directory), load("node_ids.pt"),
+                load("degree_ranking.pt"), load("info.json"))
 
 
 def load_parts(directory, mmap: bool = True) -> List[Part]:

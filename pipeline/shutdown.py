@@ -13,12 +13,35 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import threading
 import time
+from multiprocessing import synchronize
 from typing import Iterable, Mapping
 
 PR_SET_NAME, PR_SET_PDEATHSIG = 15, 1
+
+
+# multiprocessing's queues and locks are POSIX named semaphores, /dev/shm/sem.<prefix>-<random>;
+# their owner unlinks them when it ends, unless it is killed (OOM killer, cgroup, kill -9).
+SEMAPHORE_PREFIX = "mp-conveyor-"
+
+
+@contextlib.contextmanager
+def semaphores_named_after_this_process():
+    """The semaphores made inside are named `mp-conveyor-<pid>-<random>`, so that a later run can
+    tell a killed run's leftovers (dead pid) from a live run's by name alone. multiprocessing
+    names them in `SemLock._make_name`, which is what is swapped here (joblib's loky swaps it for
+    good when imported, so the process-wide prefix cannot be relied on); the previous one is put
+    back on leaving. Whatever this process makes meanwhile belongs to this process: safe."""
+    previous = synchronize.SemLock.__dict__["_make_name"]
+    synchronize.SemLock._make_name = staticmethod(
+        lambda: f"/{SEMAPHORE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        yield
+    finally:
+        synchronize.SemLock._make_name = previous
 
 
 def _prctl(option: int, value) -> None:

@@ -41,7 +41,14 @@ from .mps import PERCENT_ENV, detect_mps, thread_percentages
 from .options import STAGES, PipelineOptions
 from .pace import PaceController
 from .sharing import share_graph
-from .shutdown import describe_exit, in_main_thread, signals_held, spawning, stop_processes
+from .shutdown import (
+    describe_exit,
+    in_main_thread,
+    semaphores_named_after_this_process,
+    signals_held,
+    spawning,
+    stop_processes,
+)
 from .slots import SlotReader
 from .stages import POLL_S, BatchMessage, StageSpec, stage_main
 
@@ -88,9 +95,10 @@ class AsyncBatches:
         self.control["limit_sampled"] = self.control["limit_ready"] = o.depth
         # One slot per batch a queue may hold, one its producer fills, one its consumer reads.
         self.slots = o.depth + 2
-        self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
-        self.sampled_free, self.ready_free = ctx.Queue(), ctx.Queue()
-        self.events = ctx.SimpleQueue()
+        with semaphores_named_after_this_process():  # a killed run's are then swept by name
+            self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
+            self.sampled_free, self.ready_free = ctx.Queue(), ctx.Queue()
+            self.events = ctx.SimpleQueue()
         for slot in range(self.slots):
             self.sampled_free.put(slot)
             self.ready_free.put(slot)
@@ -167,7 +175,7 @@ class AsyncBatches:
         return self._batches(self.job, len(sizes))
 
     def _batches(self, job: int, count: int) -> Iterator[PreparedBatch]:
-        run_start = time.perf_counter()
+        last = time.perf_counter()
         for index in range(count):
             if job != self.job:
                 raise RuntimeError("this run() was abandoned: a later run() call replaced it (the "
@@ -190,10 +198,11 @@ class AsyncBatches:
             train_s = time.perf_counter() - given
             self.control.add("trained")
             self._account(message, depths, waited, ipc_s, train_s)
-        if count:
-            self.totals["wall_s"] += time.perf_counter() - run_start
-            if count >= self.options.interval:
-                self._log_run(count)
+            now = time.perf_counter()  # wall time per batch: a run left half-way counts right
+            self.totals["wall_s"] += now - last
+            last = now
+        if count >= self.options.interval:
+            self._log_run(count)
 
     def _receive(self, job: int) -> tuple[BatchMessage, float]:
         """The next ready batch of `job` and how long the trainer waited for it."""

@@ -41,3 +41,16 @@ def complete_in_graph(degree=20, copies=1) -> Graph:
     centre = torch.arange(copies).repeat_interleave(degree) * (degree + 1)
     rank = torch.arange(degree).repeat(copies)
     return Graph.from_edge_index(torch.stack([centre + 1 + rank, centre]), copies * (degree + 1))
+
+
+def write_custom_dataset(directory, num_nodes=50, **splits):
+    """A random graph as the custom dataset's arrays (edge_index, x, y, and the given splits)."""
+    import numpy as np
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    np.save(directory / "edge_index.npy", rng.integers(0, num_nodes, (2, 4 * num_nodes)))
+    np.save(directory / "x.npy", rng.normal(size=(num_nodes, 4)).astype(np.float32))
+    np.save(directory / "y.npy", rng.integers(0, 3, num_nodes))
+    for name, ids in splits.items():
+        np.save(directory / f"{name}.npy", np.asarray(ids, dtype=np.int64))
+    return directory

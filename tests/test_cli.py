@@ -6,10 +6,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from tests.configs import REPO, make_config
+from tests.graphs import write_custom_dataset
 
 
 def launch(*args, timeout=600, env=None):
@@ -49,15 +49,7 @@ def test_unknown_group_option_lists_the_choices(tmp_path):
 
 
 def test_empty_train_split(tmp_path):
-    graph_dir = tmp_path / "g"
-    graph_dir.mkdir()
-    rng = np.random.default_rng(0)
-    np.save(graph_dir / "edge_index.npy", rng.integers(0, 50, (2, 200)))
-    np.save(graph_dir / "x.npy", rng.normal(size=(50, 4)).astype(np.float32))
-    np.save(graph_dir / "y.npy", rng.integers(0, 3, 50))
-    np.save(graph_dir / "train_idx.npy", np.array([], dtype=np.int64))
-    np.save(graph_dir / "val_idx.npy", np.arange(10))
-    np.save(graph_dir / "test_idx.npy", np.arange(10, 50))
+    graph_dir = write_custom_dataset(tmp_path / "g", train_idx=[], val_idx=range(10), test_idx=range(10, 50))
     result = launch("data=custom", f"data.path={graph_dir}", f"run.out_dir={tmp_path / 'run'}")
     assert_clear_error(result, "train")
 

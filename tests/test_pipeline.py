@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import psutil
@@ -349,6 +350,21 @@ def test_bad_input_found_by_a_stage_is_a_clear_conveyor_error(tmp_path):
     assert_gone(stage_pids(source))
 
 
+def test_a_run_left_half_way_reports_a_wait_fraction_within_0_and_1(tmp_path):
+    """An epoch interrupted after two batches: its waits count against its own wall time."""
+    graph = feature_graph()
+    source = AsyncBatches(pipeline_config(tmp_path), graph, torch.device("cpu"), "bsp")
+    try:
+        seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=1)
+        for step, _ in enumerate(source.run(seeds, 0)):
+            if step == 1:
+                break
+    finally:
+        source.close()
+    stats = source.stats()
+    assert stats["batches"] == 1 and 0 < stats["trainer_wait_fraction"] <= 1, stats  # one finished
+
+
 # -- interrupts ---------------------------------------------------------------------------------
 
 def shm_names(pids) -> set[str]:
@@ -362,6 +378,42 @@ def shm_names(pids) -> set[str]:
         names.update(line.split()[-1] for line in maps.splitlines()
                      if "/dev/shm/" in line and not line.endswith("(deleted)"))
     return names
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one
+def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_epoch(tmp_path):
+    """The flaky SIGINT test's cause: a signal whose handler runs inside a weakref callback (the
+    pipeline returns batch buffers from those) raises there, and Python drops the exception. The
+    loop must stop at its next batch all the same."""
+    from trainer.interrupts import stop_on_signals
+    from trainer.loop import train_epoch
+    from trainer.models import build_model
+
+    graph, cfg = feature_graph(), pipeline_config(tmp_path)
+    serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),
+                           cache_from_config(cfg, graph, torch.device("cpu")), graph.y, "cpu")
+    seeds = epoch_seed_batches(graph.train_idx, 30, run_seed=0, epoch=1)
+    served = []
+
+    def batches():
+        for pb in serial.run(seeds, 0):
+            served.append(pb)
+            if len(served) == 2:  # as the trainer drops batch 1, a Ctrl-C arrives
+                doomed = type("Batch", (), {})()
+                weakref.finalize(doomed, os.kill, os.getpid(), signal.SIGINT)
+                del doomed  # the handler runs in the finalizer: "Exception ignored"
+            yield pb
+
+    model = build_model(cfg.model, 12, 4, 2)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            train_epoch(model, torch.optim.Adam(model.parameters()), batches(), len(seeds), False)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert len(served) == 2 < len(seeds)  # stopped at the batch after the signal
 
 
 @pytest.mark.parametrize("sig, whole_group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
@@ -412,3 +464,11 @@ def test_the_same_seed_gives_the_losses_recorded_before_the_layout_change(tmp_pa
         assert losses == pytest.approx(before["batch_loss"], rel=1e-5, abs=1e-6), mode
         assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(before["epoch_loss"], rel=1e-5), mode
         assert metrics["final"]["test_acc"] == before["test_acc"], mode
+
+
+def test_the_pipelines_semaphores_carry_the_trainers_pid(pipeline):
+    """So that the next run can sweep them by name if this one is killed (trainer/leftovers.py)."""
+    graph, source, _ = pipeline
+    list(source.run([graph.train_idx[:4]], 0))  # started
+    locks = [source.jobs._rlock, source.sampled._sem, source.ready._rlock, source.events._rlock]
+    assert all(lock._semlock.name.startswith(f"/mp-conveyor-{os.getpid()}-") for lock in locks)

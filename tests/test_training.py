@@ -4,6 +4,7 @@ import json
 import pytest
 
 from tests.configs import make_config
+from tests.graphs import write_custom_dataset
 from trainer.run import train
 
 
@@ -90,3 +91,13 @@ def test_fused_sampler_trains_like_bsp_on_cora(tmp_path, data_root):
     bsp, _ = run(tmp_path, "bsp", "sampler=bsp", *common)
     assert fused["test_acc"] >= 0.79, fused
     assert abs(fused["test_acc"] - bsp["test_acc"]) <= 0.01, (fused["test_acc"], bsp["test_acc"])
+
+
+def test_without_a_validation_split_no_best_val_is_claimed(tmp_path):
+    data = write_custom_dataset(tmp_path / "graph", num_nodes=60, train_idx=range(40),
+                                test_idx=range(40, 60))
+    final, metrics = run(tmp_path, "noval", "data=custom", f"data.path={data}", "trainer.epochs=2",
+                         "pipeline=serial")
+    assert final["best_val_acc"] is None and final["best_epoch"] is None
+    log = (tmp_path / "noval" / "run.log").read_text()
+    assert "no validation split" in log and "-1.0000" not in log

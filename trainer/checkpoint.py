@@ -1,46 +1,63 @@
-"""Checkpoints a run can resume from: written atomically, so a kill never leaves half a file."""
+"""Checkpoints a run can resume from: written atomically, read without running any code.
+
+A checkpoint holds only tensors, plain containers, numbers and strings (the config as a plain
+dict), so it loads with `weights_only=True`: a pickle planted as `last.pt` cannot run code.
+"""
 from __future__ import annotations
 
+import io
 import logging
-import os
+import pickle
 from pathlib import Path
 
 import torch
+from omegaconf import OmegaConf
 
 from partition import ConveyorError
+
+from .files import write_atomically
+from .resume import check_resumable
 
 CHECKPOINT = "checkpoints/last.pt"
 log = logging.getLogger("conveyor")
 
 
+def checkpoint_path(out_dir) -> Path:
+    return Path(out_dir) / CHECKPOINT
+
+
 def save_checkpoint(out_dir, state: dict) -> Path:
-    path = Path(out_dir) / CHECKPOINT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # the previous checkpoint stays intact until this instant
-    return path
+    buffer = io.BytesIO()  # serialised first, so a failing disk write raises a plain OSError
+    torch.save(state, buffer)
+    return write_atomically(checkpoint_path(out_dir), buffer.getbuffer())
 
 
 def load_checkpoint(out_dir, map_location="cpu") -> dict | None:
-    path = Path(out_dir) / CHECKPOINT
+    path = checkpoint_path(out_dir)
     if not path.exists():
         return None
     try:
-        return torch.load(path, map_location=map_location, weights_only=False)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # a foreign or damaged file: say which, keep it for inspection
-        raise ConveyorError(f"cannot read checkpoint {path} ({exc}); move it away to start afresh "
-                            f"or point run.out_dir at another run.") from exc
+        reason = ("it holds Python objects besides tensors and plain values"
+                  if isinstance(exc, pickle.UnpicklingError) else str(exc).strip().splitlines()[0])
+        raise ConveyorError(f"cannot read checkpoint {path} ({reason}); it is damaged or was not "
+                            f"written by conveyor, and nothing in it was run. Move it away to "
+                            f"start afresh, or point run.out_dir at another run.") from exc
 
 
 def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
-    """run.out_dir and the checkpoint to resume from (None: start afresh); a checkpoint there
-    without run.resume is refused, so a run is never overwritten."""
+    """run.out_dir and, when resuming, its checkpoint, checked against `cfg`. Without
+    run.resume the checkpoint is only looked for, never read; a run is never overwritten."""
     out_dir = Path(cfg.run.out_dir)
-    state = load_checkpoint(out_dir)
-    if state is not None and not cfg.run.resume:
+    has_checkpoint = checkpoint_path(out_dir).exists()
+    if has_checkpoint and not cfg.run.resume:
         raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
                             f"run.resume=true to continue it, or choose another run.out_dir.")
-    if cfg.run.resume and state is None:
-        log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    if not has_checkpoint:
+        if cfg.run.resume:
+            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+        return out_dir, None
+    state = load_checkpoint(out_dir)
+    check_resumable(state.get("config"), OmegaConf.to_container(cfg, resolve=True), out_dir)
     return out_dir, state

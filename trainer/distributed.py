@@ -51,6 +51,7 @@ from pipeline.shutdown import stop_processes
 from .checkpoint import prepare_out_dir
 from .config import check_config
 from .context import QuietRecorder
+from .leftovers import RANK_NOTES_PREFIX
 from .metrics import RunRecorder, setup_logging
 from .run import train
 
@@ -307,7 +308,7 @@ def _spawned_rank(rank: int, cfg, world_size: int, port: int, part_dir: str, not
 def spawn_ranks(cfg, world_size: int, part_dir: Path, after=None) -> None:
     """Run `world_size` ranks as child processes and watch them: as soon as one exits with an
     error, stop the others and raise with that rank's traceback (or the signal that killed it)."""
-    with tempfile.TemporaryDirectory(prefix="conveyor-ranks-") as notes:
+    with tempfile.TemporaryDirectory(prefix=f"{RANK_NOTES_PREFIX}{os.getpid()}.") as notes:
         ranks = mp.start_processes(_spawned_rank, (cfg, world_size, free_port(), str(part_dir),
                                                    notes, after),
                                    nprocs=world_size, join=False, start_method="spawn")

@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from .interrupts import raise_if_stop_requested
+
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
                 on_batch=None) -> dict:
@@ -16,6 +18,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
     hits = misses = host_bytes = 0
     bar = tqdm(batches, total=total, desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
     for step, pb in enumerate(bar):
+        raise_if_stop_requested()
         t0 = time.perf_counter()
         out = model(pb.x.float(), pb.batch.layers())
         loss = F.cross_entropy(out, pb.y)
@@ -46,6 +49,7 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
     model.eval()
     correct = seen = 0
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
+        raise_if_stop_requested()
         out = model(pb.x.float(), pb.batch.layers())
         correct += int((out.argmax(-1) == pb.y).sum())
         seen += pb.y.numel()

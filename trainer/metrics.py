@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
+
+from .files import write_atomically
 
 log = logging.getLogger("conveyor")
 
@@ -33,11 +34,7 @@ class RunRecorder:
 
     def write(self, final: dict | None) -> Path:
         payload = {"config": self.config, "epochs": self.epochs, "final": final}
-        path = self.out_dir / "metrics.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(payload, indent=1))
-        os.replace(tmp, path)
-        return path
+        return write_atomically(self.out_dir / "metrics.json", json.dumps(payload, indent=1).encode())
 
     def close(self) -> None:
         self.writer.close()
@@ -56,3 +53,4 @@ def setup_logging(out_dir) -> None:
         handler.setFormatter(fmt)
         root.addHandler(handler)
     root.propagate = False
+    root.disabled = False  # Hydra's logging config disables the loggers that existed before it

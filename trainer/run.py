@@ -25,9 +25,11 @@ from samplers import build_sampler, resolve_sampler_name
 from .checkpoint import save_checkpoint
 from .config import check_config
 from .context import LocalContext
+from .leftovers import sweep_leftovers
 from .loop import evaluate, train_epoch
 from .metrics import setup_logging
 from .models import build_model
+from .resume import apply_optimizer_settings
 
 log = logging.getLogger("conveyor")
 NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
@@ -99,6 +101,7 @@ def start_run(cfg: DictConfig, ctx) -> Run:
     out_dir, state = ctx.prepare_out_dir(cfg)
     if ctx.is_main:
         setup_logging(out_dir)
+        sweep_leftovers()  # of runs killed before they could clean up
     log.info("device %s, output %s", ctx.device, out_dir)
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
@@ -108,12 +111,14 @@ def start_run(cfg: DictConfig, ctx) -> Run:
     optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
                                  weight_decay=float(cfg.trainer.weight_decay))
     start_epoch, history, best = 1, [], dict(NO_BEST)
+    config = OmegaConf.to_container(cfg, resolve=True)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        apply_optimizer_settings(optimizer, state.get("config"), config)
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
-    recorder = ctx.recorder(out_dir, OmegaConf.to_container(cfg, resolve=True), history)
+    recorder = ctx.recorder(out_dir, config, history)
     source = build_batch_source(cfg, graph, ctx.device, recorder)
     return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, recorder, source,
                start_epoch, best)
@@ -137,6 +142,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
+            "lr": run.optimizer.param_groups[0]["lr"],  # what the optimizer used
             "epoch_time_s": seconds, "sample_s": stats["sample_s"], "gather_s": stats["gather_s"],
             "train_s": stats["train_s"], "sampled_edges": stats["sampled_edges"],
             "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),

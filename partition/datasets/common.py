@@ -1,6 +1,7 @@
 """Helpers the loaders share: the final dtype/validation pass, a reachability probe, the disk cache."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -14,6 +15,11 @@ import torch
 
 from ..errors import ConveyorError
 from ..graph import Graph
+from ..leftovers import sweep_dead
+from ..store import graph_fingerprint
+
+log = logging.getLogger("conveyor")
+STAMP, FINGERPRINT = "stamp.txt", "fingerprint.txt"
 
 
 def finish(graph: Graph, name: str, num_classes: int) -> Graph:
@@ -76,25 +82,44 @@ def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Grap
 
     `stamp` names what built the graph (e.g. a generator version): a cache with another stamp is
     rebuilt. The graph is written to a side folder that is renamed into place once complete, so a
-    crash never leaves half a cache, and two processes building at once both end with a whole one.
+    crash never leaves half a cache, and two processes building at once both end with a whole one;
+    side folders of killed builds are swept. The graph's fingerprint is stored beside it and
+    checked on every load: a cache that was truncated or overwritten since is rebuilt.
     """
-    def complete() -> bool:
-        stamp_file = directory / "stamp.txt"
-        return ((directory / "meta.json").exists() and stamp_file.exists()
-                and stamp_file.read_text() == stamp)
-
-    if not complete():
-        shutil.rmtree(directory, ignore_errors=True)  # incomplete or stale: not a cache
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-        staging.chmod(0o755)  # mkdtemp makes it private; the cache is for everyone who reads root
-        try:
-            build().save(staging)
-            (staging / "stamp.txt").write_text(stamp)
-            os.rename(staging, directory)
-        except OSError:
-            if not complete():  # not just another process winning the race
-                raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    graph = _load_intact(directory, stamp)
+    if graph is not None:
+        return graph
+    shutil.rmtree(directory, ignore_errors=True)  # incomplete, stale or damaged: not a cache
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    sweep_dead(directory.parent, f".{directory.name}.")
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.{os.getpid()}.", dir=directory.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; the cache is for everyone who reads root
+    try:
+        built = build()
+        built.save(staging)
+        (staging / FINGERPRINT).write_text(graph_fingerprint(built))
+        (staging / STAMP).write_text(stamp)
+        os.rename(staging, directory)
+    except OSError:
+        if _load_intact(directory, stamp) is None:  # not just another process winning the race
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return Graph.load(directory, mmap=True)
+
+
+def _load_intact(directory: Path, stamp: str) -> Graph | None:
+    """The cached graph if it is complete, of this `stamp`, and has its fingerprint; else None."""
+    stamp_file, fingerprint_file = directory / STAMP, directory / FINGERPRINT
+    if not (stamp_file.exists() and fingerprint_file.exists() and stamp_file.read_text() == stamp):
+        return None
+    try:
+        graph = Graph.load(directory, mmap=True)
+        intact = graph_fingerprint(graph) == fingerprint_file.read_text()
+    except ConveyorError as error:  # truncated, or not a graph at all
+        log.warning("the cached graph in %s is damaged: rebuilding it (%s)", directory, error)
+        return None
+    if not intact:
+        log.warning("the cached graph in %s changed since it was written: rebuilding it", directory)
+        return None
+    return graph

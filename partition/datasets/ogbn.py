@@ -12,6 +12,7 @@ import contextlib
 import csv
 import importlib.util
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -47,39 +48,61 @@ def _has_copy(folder: Path, meta) -> bool:
     return (folder / "processed" / "data_processed").exists() or (folder / "raw" / raw).exists()
 
 
+# What ogb's own files (processed/data_processed, split_dict.pt) hold besides plain containers:
+# numpy arrays and scalars. Allowed to `torch.load(weights_only=True)`, nothing else is.
+NUMPY_GLOBALS = [np.ndarray, np.dtype, *(type(np.dtype(t)) for t in np.sctypeDict.values())]
+
+
+def _numpy_loaders() -> list:
+    from numpy._core import multiarray  # numpy >= 2; the pickles name this module
+    return [multiarray._reconstruct, multiarray.scalar]
+
+
 @contextlib.contextmanager
 def _unattended_ogb():
-    """Run ogb's loader with nobody at the keyboard.
+    """Run ogb's loader with nobody at the keyboard, and without trusting its files.
 
     ogb asks with `input()` before a download over 1 GB and when a copy lacks its RELEASE file;
     we answer "download" (the caller already checked the host and asked for this dataset) and
-    "keep the copy". ogb also reads back its own processed file with a bare `torch.load`, which
-    torch >= 2.6 refuses (pickled numpy arrays): allow it for this file ogb wrote itself.
+    "keep the copy". ogb reads its processed file back with a bare `torch.load`: it stays a
+    `weights_only` load (forced, whatever the environment says) that may build numpy arrays, so
+    a file planted there cannot run code.
     """
     import ogb.nodeproppred.dataset as ogb_dataset
+    import torch
 
     saved_decide = ogb_dataset.decide_download
-    saved_env = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+    saved_env = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
     ogb_dataset.decide_download = lambda url: True
     ogb_dataset.input = lambda prompt="": "n"  # shadows the builtin inside ogb's module only
-    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     try:
-        yield ogb_dataset.NodePropPredDataset
+        with torch.serialization.safe_globals(NUMPY_GLOBALS + _numpy_loaders()):
+            yield ogb_dataset.NodePropPredDataset
     finally:
         ogb_dataset.decide_download = saved_decide
         del ogb_dataset.input
         if saved_env is None:
-            del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+            del os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"]
         else:
-            os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = saved_env
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = saved_env
 
 
 def _build(name: str, root: Path, folder: Path) -> Graph:
     ogb_name, undirected = OGB_NAMES[name]
     if (folder / "raw").is_dir():  # ogb saves its processed copy there without creating it
         (folder / "processed").mkdir(exist_ok=True)
+    processed = folder / "processed" / "data_processed"
     with _unattended_ogb() as NodePropPredDataset:
-        dataset = NodePropPredDataset(name=ogb_name, root=str(root))
+        try:
+            dataset = NodePropPredDataset(name=ogb_name, root=str(root))
+        except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+            if not processed.exists():
+                raise
+            raise ConveyorError(
+                f"cannot read ogb's processed copy {processed} ({str(err).splitlines()[0]}): it is "
+                f"damaged or holds more than arrays, and nothing in it was run. Delete it to "
+                f"rebuild it from {folder / 'raw'}.") from err
         try:
             split = dataset.get_idx_split()
         except FileNotFoundError as err:

@@ -1,0 +1,53 @@
+"""Sweeping what killed processes left behind, without touching what a live process uses.
+
+Temporary folders and files carry the id of the process that made them in their name
+(`<prefix><pid>.<anything>` or `<prefix><pid>-<anything>`); at the next start, those whose process
+is gone are deleted. A process id the system has handed to another process since keeps its
+leftover: safe, and rare.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+log = logging.getLogger("conveyor")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def owner_pid(name: str, prefix: str) -> int | None:
+    """The process id in `<prefix><pid>.<rest>`, `<prefix><pid>-<rest>` or `<prefix><pid>`, or
+    None for another name."""
+    match = re.fullmatch(r"(\d+)([.-].*)?", name[len(prefix):], re.DOTALL)
+    return int(match.group(1)) if name.startswith(prefix) and match else None
+
+
+def sweep_dead(parent: Path, prefix: str) -> list[Path]:
+    """Delete the entries of `parent` named `<prefix><pid>...` whose process is gone."""
+    swept = []
+    try:
+        entries = list(Path(parent).iterdir())
+    except OSError:  # no such folder (yet), or not ours to read
+        return swept
+    for entry in entries:
+        pid = owner_pid(entry.name, prefix)
+        if pid is None or pid == os.getpid() or pid_alive(pid):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        log.info("removed %s, left behind by process %d, which is gone", entry, pid)
+        swept.append(entry)
+    return swept

@@ -1,0 +1,54 @@
+"""Resuming continues the same run: model, data and sampling must be the checkpoint's; a changed
+lr or weight decay is applied, logged and recorded."""
+import json
+
+import pytest
+
+from partition import ConveyorError
+from tests.configs import make_config
+from trainer.checkpoint import CHECKPOINT
+from trainer.run import train
+
+
+@pytest.fixture
+def trained(tmp_path, data_root):
+    """A one-epoch cora run to resume, and a config maker for its out_dir."""
+    def config(*overrides):
+        return make_config("data=cora", f"data.root={data_root}", f"run.out_dir={tmp_path / 'run'}",
+                           *overrides)
+    train(config("trainer.epochs=1"))
+    return tmp_path / "run", config
+
+
+@pytest.mark.parametrize("overrides, keys", [
+    (["model.hidden=32", "sampler.fanouts=[5,5]"], ["model.hidden", "sampler.fanouts"]),
+    (["run.seed=7"], ["run.seed"]),
+    (["data=citeseer"], ["data.name"]),  # once a raw state_dict traceback
+    (["model=gcn"], ["model.name"]),
+])
+def test_resume_refuses_another_model_data_or_sampling(trained, overrides, keys):
+    out, config = trained
+    before = (out / CHECKPOINT).read_bytes()
+    with pytest.raises(ConveyorError) as error:
+        train(config("trainer.epochs=2", "run.resume=true", *overrides))
+    message = str(error.value)
+    assert "run.resume=true" in message and "another run.out_dir" in message
+    for key in keys:
+        assert f"{key}:" in message, (key, message)
+    assert (out / CHECKPOINT).read_bytes() == before
+
+
+def test_resume_with_another_lr_uses_it_and_says_so(trained):
+    out, config = trained
+    train(config("trainer.epochs=2", "run.resume=true", "trainer.lr=0.002", "trainer.weight_decay=0.001"))
+    log = (out / "run.log").read_text()
+    assert "trainer.lr 0.01 -> 0.002" in log and "trainer.weight_decay 0.0005 -> 0.001" in log
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [e["lr"] for e in metrics["epochs"]] == [0.01, 0.002]
+    assert metrics["config"]["trainer"]["lr"] == 0.002
+
+
+def test_resume_with_other_epochs_and_pipeline_is_fine(trained):
+    out, config = trained
+    final = train(config("trainer.epochs=2", "run.resume=true", "pipeline=serial", "cache=none")).final
+    assert final["epochs"] == 2

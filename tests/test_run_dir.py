@@ -1,0 +1,108 @@
+"""One run per run.out_dir, default names that do not collide, and leftovers of killed runs
+swept at the next start (only those whose process is gone)."""
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from pipeline.shutdown import SEMAPHORE_PREFIX, semaphores_named_after_this_process
+from tests.configs import REPO
+from tests.test_cli import assert_clear_error, launch
+from trainer.leftovers import sweep_leftovers
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_second_run_into_a_busy_out_dir_is_refused_and_the_first_is_intact(tmp_path, data_root):
+    out = tmp_path / "run"
+    common = ["data=cora", f"data.root={data_root}", f"run.out_dir={out}", "trainer.progress=false",
+              "run.device=cpu"]
+    first = subprocess.Popen([sys.executable, str(REPO / "launch.py"), *common, "trainer.epochs=1000"],
+                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoints" / "last.pt").exists() and first.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, first.stderr.read()[-3000:]
+        overrides = (out / ".hydra" / "overrides.yaml").read_text()
+        second = launch(*common[:-2], "trainer.epochs=1", "run.resume=true")
+        assert_clear_error(second, "is in use by another run", f"process {first.pid}", str(out))
+        assert first.poll() is None  # undisturbed
+        assert (out / ".hydra" / "overrides.yaml").read_text() == overrides
+        first.send_signal(signal.SIGTERM)
+        _, stderr = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "trainer.epochs=1000" in (out / ".hydra" / "overrides.yaml").read_text()
+    # The lock went with the process: the run resumes (and the folder is not "busy" forever).
+    resumed = launch(*common[:-2], "trainer.epochs=1", "run.resume=true")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+
+def test_default_run_names_started_together_differ():
+    script = ("from tests.configs import make_config; "
+              "print(make_config('data=cora').run.out_dir)")
+    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    names = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert names[0] != names[1], names
+    for name, proc in zip(names, procs):
+        assert name.startswith("runs/") and name.endswith(f"_cora_sage_{proc.pid}"), name
+
+
+def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
+    """A killed synthetic generation's staging folder, a killed DDP launcher's notes, and an
+    orphaned semaphore go; the same things of a live process (this one) stay."""
+    root, dead = tmp_path / "data", dead_pid()
+    cache = "scale0.0005_seed0"
+    staging = {pid: root / "synthetic" / f".{cache}.{pid}.abc123" for pid in (dead, os.getpid())}
+    notes = {pid: Path(tempfile.gettempdir()) / f"conveyor-ranks-{pid}.xyz" for pid in (dead, os.getpid())}
+    for folder in [*staging.values(), *notes.values()]:
+        folder.mkdir(parents=True)
+        (folder / "rank0.json").write_text("{}")
+    orphan = Path("/dev/shm") / f"sem.mp-conveyor-{dead}-{uuid.uuid4().hex[:8]}"
+    orphan.write_bytes(b"\0" * 32)
+    try:
+        result = launch("data=synthetic", f"data.root={root}", "data.scale=0.0005", "trainer.epochs=1",
+                        "pipeline=serial", f"run.out_dir={tmp_path / 'run'}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert not staging[dead].exists() and not notes[dead].exists() and not orphan.exists()
+        assert staging[os.getpid()].exists() and notes[os.getpid()].exists()
+        assert f"removed {notes[dead]}" in (tmp_path / "run" / "run.log").read_text()
+    finally:
+        orphan.unlink(missing_ok=True)
+        for folder in notes.values():
+            subprocess.run(["rm", "-rf", str(folder)])
+
+
+def test_semaphores_are_named_after_their_process_and_only_a_dead_ones_are_swept():
+    """A live run's semaphores (this process's, named by name_semaphores) and another program's
+    (no pid in the name) are never swept, mapped or not; a dead process's are."""
+    other_program = Path("/dev/shm") / f"sem.mp-test-{uuid.uuid4().hex[:8]}"
+    dead = Path("/dev/shm") / f"sem.{SEMAPHORE_PREFIX}{dead_pid()}-{uuid.uuid4().hex[:8]}"
+    for path in (other_program, dead):
+        path.write_bytes(b"\0" * 32)
+    try:
+        with semaphores_named_after_this_process():
+            lock = multiprocessing.get_context("spawn").Lock()  # a real one
+        live = Path("/dev/shm") / f"sem.{lock._semlock.name.lstrip('/')}"
+        assert live.name.startswith(f"sem.{SEMAPHORE_PREFIX}{os.getpid()}-") and live.exists()
+        sweep_leftovers()
+        assert live.exists() and other_program.exists() and not dead.exists()
+        other = multiprocessing.get_context("spawn").Lock()  # made outside: named as before
+        assert not other._semlock.name.startswith(f"/{SEMAPHORE_PREFIX}")
+    finally:
+        other_program.unlink(missing_ok=True)
+        dead.unlink(missing_ok=True)
