@@ -18,6 +18,7 @@ from torch import Tensor
 from .errors import ConveyorError
 
 TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
+SPLIT_NAMES = ("train", "val", "test")
 
 
 @dataclass
@@ -83,6 +84,40 @@ class Graph:
         indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
         small = num_nodes < 2**31 - 1
         return cls(indptr=indptr, indices=src.to(torch.int32 if small else torch.long), **attrs)
+
+    @classmethod
+    def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None) -> "Graph":
+        """A Graph from a PyG `Data`: `edge_index`, and where present `x`, `y` and the splits as
+        boolean masks (`train_mask`, `val_mask`, `test_mask`, as Planetoid has them) or node ids
+        (`train_idx`, ...). `num_classes` defaults to `y.max() + 1`. Duplicate edges are dropped."""
+        edge_index = getattr(data, "edge_index", None)
+        if edge_index is None:
+            raise ConveyorError(
+                f"Graph.from_data needs a homogeneous PyG Data with an edge_index, got a "
+                f"{type(data).__name__} without one; for a HeteroData pick one edge type first "
+                f"(e.g. data.to_homogeneous()).")
+        num_nodes = int(data.num_nodes)
+        x, y = getattr(data, "x", None), getattr(data, "y", None)
+        if y is not None:
+            y = y.reshape(-1).long()  # OGB stores labels as [N, 1]
+            num_classes = int(y.max()) + 1 if num_classes is None and y.numel() else num_classes
+        splits = {f"{split}_idx": _split_ids(data, split, num_nodes) for split in SPLIT_NAMES}
+        graph = cls.from_edge_index(edge_index, num_nodes, x=None if x is None else x.float(), y=y,
+                                    num_classes=num_classes, name=name, **splits)
+        return graph.validate()
+
+    def to_data(self):
+        """This graph as a PyG `Data` (edge_index, x, y, and the splits as boolean masks)."""
+        from torch_geometric.data import Data  # PyG is only needed here, not by the stages
+
+        data = Data(edge_index=self.edge_index(), x=self.x, y=self.y, num_nodes=self.num_nodes)
+        for split in SPLIT_NAMES:
+            idx = getattr(self, f"{split}_idx")
+            if idx is not None:
+                mask = torch.zeros(self.num_nodes, dtype=torch.bool)
+                mask[idx] = True
+                data[f"{split}_mask"] = mask
+        return data
 
     def validate(self) -> "Graph":
         """Check the invariants other stages rely on; raise a ConveyorError naming the broken one."""
@@ -155,3 +190,16 @@ def damaged(path: Path, rebuilt_from: Path, reason: str) -> ConveyorError:
     return ConveyorError(f"cannot read {path} ({reason}): it is damaged or was not written by "
                          f"conveyor. It holds data conveyor derived: delete {rebuilt_from} to "
                          f"rebuild it.")
+
+
+def _split_ids(data, split: str, num_nodes: int) -> Optional[Tensor]:
+    """A PyG Data's `{split}_mask` (boolean, one per node) or `{split}_idx` as int64 node ids."""
+    mask, idx = getattr(data, f"{split}_mask", None), getattr(data, f"{split}_idx", None)
+    if mask is None:
+        return None if idx is None else torch.as_tensor(idx).reshape(-1).long()
+    if mask.dtype != torch.bool or mask.shape != (num_nodes,):
+        raise ConveyorError(
+            f"data.{split}_mask must be a boolean tensor of shape [{num_nodes}] (one entry per "
+            f"node), got dtype {mask.dtype} and shape {tuple(mask.shape)}; for several splits "
+            f"(shape [N, K]) pass one column, e.g. data.{split}_mask = data.{split}_mask[:, 0].")
+    return mask.nonzero().reshape(-1)

@@ -12,24 +12,29 @@ from partition import ConveyorError
 INT64_MAX = 2**63 - 1
 
 
+ALL_NEIGHBOURS = -1  # a fanout of -1 takes every in-neighbour, as in PyG and DGL
+
+
 def check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    """The fanouts as a list of ints, each >= 1. Nothing is coerced: a string ('15' is not
-    [1, 5]), a float (2.7 is not 2) or a bool is refused, so what runs is what was written."""
+    """The fanouts as a list of ints, each >= 1 or -1 (every neighbour). Nothing is coerced: a
+    string ('15' is not [1, 5]), a float (2.7 is not 2) or a bool is refused, so what runs is
+    what was written."""
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or not fanouts:
-        raise ConveyorError(f"sampler.fanouts must be a non-empty list of positive integers, one "
-                            f"per hop (e.g. sampler.fanouts=[15,10,5]), got {fanouts!r}.")
-    if not all(_is_integer(f) and 1 <= f <= INT64_MAX for f in fanouts):
+        raise ConveyorError(f"sampler.fanouts must be a non-empty list of positive integers or -1, "
+                            f"one per hop (e.g. sampler.fanouts=[15,10,5]), got {fanouts!r}.")
+    if not all(_is_integer(f) and (1 <= f <= INT64_MAX or f == ALL_NEIGHBOURS) for f in fanouts):
         raise ConveyorError(
             f"sampler.fanouts must be a non-empty list of positive integers (one per hop, e.g. "
-            f"[15, 10, 5]), got {list(fanouts)}; to take every neighbour use a fanout above the "
-            f"largest degree (fanouts beyond it cost nothing more).")
+            f"[15, 10, 5]), or -1 for every neighbour of that hop, got {list(fanouts)}.")
     return [int(f) for f in fanouts]
 
 
 def cap_fanouts(fanouts: Sequence[int], max_degree: int) -> list[int]:
-    """Each fanout at most the largest in-degree: a node never has more neighbours to draw, so
-    the sample is the same, while a sampler's loops and buffers sized by the fanout stay small."""
-    return [min(f, max(max_degree, 1)) for f in fanouts]
+    """Each fanout at most the largest in-degree, and -1 (every neighbour) exactly that: a node
+    never has more neighbours to draw, so the sample is the same, while a sampler's loops and
+    buffers sized by the fanout stay small."""
+    cap = max(max_degree, 1)
+    return [cap if f == ALL_NEIGHBOURS else min(f, cap) for f in fanouts]
 
 
 def _is_integer(value) -> bool:

@@ -59,7 +59,7 @@ def refusal(*overrides) -> str:
     ("data.scale=abc", ["data.scale must be a number in (0, 64]"]),
     ("run.out_dir=${nope}", ["run.out_dir cannot be resolved", "nope"]),
     # Hydra's own errors, in one paragraph
-    ("model=gat", ["unknown model option 'gat'", "choose one of gcn, mlp, sage"]),
+    ("model=gatv3", ["unknown model option 'gatv3'", "choose one of gat, gcn, mlp, sage"]),
     ("sampler=fusd", ["unknown sampler option 'fusd' (did you mean fused?)"]),
     ("trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),
     ("trainer.lr=[", ["cannot parse the override 'trainer.lr=['"]),
@@ -119,7 +119,7 @@ def launch(*args):
 
 
 @pytest.mark.parametrize("override, words", [
-    ("model=gat", ["unknown model option 'gat'", "gcn, mlp, sage"]),  # Hydra's own error
+    ("model=gatv3", ["unknown model option 'gatv3'", "gat, gcn, mlp, sage"]),  # Hydra's own error
     ("+trainer.epoch=3", ["did you mean trainer.epochs?"]),
     ("trainer.eval_every=0", ["trainer.eval_every"]),
 ])

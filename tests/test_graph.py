@@ -74,3 +74,48 @@ def test_validate_names_the_broken_field():
     graph.x = torch.randn(29, 4)
     with pytest.raises(ConveyorError, match="x has 29 rows"):
         graph.validate()
+
+
+def test_from_data_reads_a_planetoid_data_and_to_data_gives_it_back(data_root):
+    from torch_geometric.datasets import Planetoid
+    data = Planetoid(root=str(data_root), name="Cora")[0]
+    graph = Graph.from_data(data, name="cora")
+    assert graph.num_nodes == 2708 and graph.num_classes == 7 and graph.name == "cora"
+    assert torch.equal(graph.x, data.x) and torch.equal(graph.y, data.y)
+    assert graph.train_idx.tolist() == data.train_mask.nonzero().view(-1).tolist()
+    back = graph.to_data()
+    for key in ("x", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(back[key], data[key]), key
+    assert back.num_nodes == data.num_nodes
+    as_set = {tuple(e) for e in back.edge_index.t().tolist()}
+    assert as_set == {tuple(e) for e in data.edge_index.t().tolist()}  # cora has no duplicates
+    assert back.edge_index.size(1) == data.edge_index.size(1)
+
+
+def test_graph_to_data_to_graph_is_the_same_graph(cora):
+    again = Graph.from_data(cora.to_data(), name=cora.name)
+    assert torch.equal(again.indptr, cora.indptr) and torch.equal(again.indices, cora.indices)
+    for key in ("x", "y", "train_idx", "val_idx", "test_idx"):
+        assert torch.equal(getattr(again, key), getattr(cora, key)), key
+    assert again.num_classes == cora.num_classes
+
+
+def test_from_data_takes_split_ids_and_ogb_shaped_labels():
+    from torch_geometric.data import Data
+    data = Data(edge_index=torch.tensor([[0, 1, 2, 2], [1, 2, 0, 0]]), x=torch.ones(4, 3),
+                y=torch.tensor([[0], [2], [1], [-1]]), train_idx=torch.tensor([2, 0]), num_nodes=4)
+    graph = Graph.from_data(data)
+    assert graph.y.tolist() == [0, 2, 1, -1] and graph.num_classes == 3
+    assert graph.train_idx.tolist() == [2, 0] and graph.val_idx is None
+    assert graph.num_edges == 3  # the duplicate 2 -> 0 is dropped
+    assert graph.in_degree().tolist() == [1, 1, 1, 0]
+
+
+def test_from_data_refuses_what_it_cannot_read():
+    from torch_geometric.data import Data, HeteroData
+    with pytest.raises(ConveyorError, match="edge_index"):
+        Graph.from_data(HeteroData())
+    data = Data(edge_index=torch.tensor([[0], [1]]), num_nodes=2,
+                train_mask=torch.ones(2, 5, dtype=torch.bool))
+    with pytest.raises(ConveyorError, match=r"pass one column"):
+        Graph.from_data(data)

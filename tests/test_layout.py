@@ -1,5 +1,5 @@
 """The shape of the code base: each top-level package is one stage, data and imports flow one
-way (partition -> samplers -> cache -> pipeline -> trainer, launch.py on top), and no module
+way (partition -> samplers -> cache -> pipeline -> trainer, conveyor and launch.py on top), and no module
 imports itself back through others. Every import counts, those inside functions too: a lazy
 import is still a dependency."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 from tests.configs import REPO
 
-STAGES = ("partition", "samplers", "cache", "pipeline", "trainer", "launch")
+STAGES = ("partition", "samplers", "cache", "pipeline", "trainer", "conveyor", "launch")
 
 
 def module_name(path) -> str:

@@ -41,9 +41,11 @@ class LocalContext:
     """One process training on the whole graph."""
     rank, world_size = 0, 1
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, graph: Graph | None = None):
         self.cfg = cfg
         self.device = use_device(resolve_device(cfg.run.device))
+        if graph is not None:  # handed over in Python (conveyor.fit): cfg.data loads nothing
+            self.graph = graph
 
     @property
     def is_main(self) -> bool:

@@ -12,6 +12,8 @@ from torch_geometric.nn import GCNConv, SAGEConv
 
 from partition import ConveyorError
 
+from .adapter import model_from_target
+
 MODELS = ("sage", "gcn", "mlp")
 
 
@@ -53,6 +55,9 @@ class SampledGNN(nn.Module):
         return x
 
 
-def build_model(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> SampledGNN:
+def build_model(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
+    """`model._target_` (any class, by Hydra; trainer/adapter.py), else the built-in `model.name`."""
+    if "_target_" in cfg_model:
+        return model_from_target(cfg_model, in_dim, out_dim, num_layers)
     return SampledGNN(str(cfg_model.name), in_dim, int(cfg_model.hidden), out_dim, num_layers,
                       float(cfg_model.get("dropout", 0.5)), float(cfg_model.get("input_dropout", 0.0)))

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -80,10 +81,13 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
     return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device)
 
 
-def train(cfg: DictConfig, ctx=None) -> TrainResult:
-    """Train as configured, alone or (with a `distributed.RankContext`) as one DDP rank."""
+def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
+          make_optimizer: Callable | None = None) -> TrainResult:
+    """Train as configured, alone or (with a `distributed.RankContext`) as one DDP rank.
+    `model` replaces the one `cfg.model` describes (it must follow the contract of
+    `trainer.models`: `forward(x, layers)`); `make_optimizer(parameters)` replaces Adam."""
     check_config(cfg)
-    run = start_run(cfg, ctx or LocalContext(cfg))
+    run = start_run(cfg, ctx or LocalContext(cfg), model, make_optimizer)
     try:
         for epoch in range(run.start_epoch, run.epochs + 1):
             record = train_one_epoch(run, epoch)
@@ -95,7 +99,7 @@ def train(cfg: DictConfig, ctx=None) -> TrainResult:
     return finish_run(run)
 
 
-def start_run(cfg: DictConfig, ctx) -> Run:
+def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     """Check out_dir (before any data is read), then load the graph, build the model, restore a
     checkpoint to resume from, and open the recorder and the batch source."""
     out_dir, state = ctx.prepare_out_dir(cfg)
@@ -106,10 +110,13 @@ def start_run(cfg: DictConfig, ctx) -> Run:
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
     torch.manual_seed(int(cfg.run.seed))
-    model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes),
-                        len(cfg.sampler.fanouts)).to(ctx.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
-                                 weight_decay=float(cfg.trainer.weight_decay))
+    if model is None:
+        model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes), len(cfg.sampler.fanouts))
+    else:
+        log.info("model: the given %s (cfg.model unused)", type(model).__name__)
+    model = model.to(ctx.device)
+    optimizer = (make_optimizer or partial(torch.optim.Adam, lr=float(cfg.trainer.lr),
+                                           weight_decay=float(cfg.trainer.weight_decay)))(model.parameters())
     start_epoch, history, best = 1, [], dict(NO_BEST)
     config = OmegaConf.to_container(cfg, resolve=True)
     if state is not None:

@@ -157,6 +157,8 @@ def check_schema(cfg: DictConfig) -> None:
     rules = dict(SCHEMA)
     rules.update({f"data.{k}": DATA_OPTIONS[k] for k in OPTIONS.get(cfg.data.name, ())})
     rules.update({f"pipeline.{k}": CHECKED_AS_A_WHOLE for k in PIPELINE_KEYS})
+    if "model._target_" in present:
+        rules.update(target_model_rules(present))
     for key in present:
         if key not in rules:
             raise ConveyorError(unknown_key_message(key, rules))
@@ -164,6 +166,14 @@ def check_schema(cfg: DictConfig) -> None:
         _check_key(cfg, key, rule, present)
     if cfg.pipeline.name == "async":
         PipelineOptions.from_config(cfg.pipeline)
+
+
+def target_model_rules(present: list) -> dict[str, Rule]:
+    """A model built by `model._target_` (trainer/adapter.py): any name, and its other keys are
+    the class's own arguments (its constructor checks them)."""
+    own = {k: CHECKED_AS_A_WHOLE for k in present if k.startswith("model.")}
+    return {**own, "model._target_": text(hint="a class, e.g. torch_geometric.nn.GAT"),
+            "model.name": text(), "model.hidden": integer(1, optional=True)}
 
 
 def _check_key(cfg: DictConfig, key: str, rule: Rule, present: list) -> None:

@@ -9,6 +9,7 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 - `synthetic`: a products-shaped power-law graph of any size; options `scale` (1.0 = products'
   size), `seed`, `num_features`, `num_classes` (synthetic.py). Cached under `<root>/synthetic/`.
 - `custom`: your own arrays in a directory; options `path`, `undirected`, `num_classes` (custom.py).
+- `memory`: a graph handed over in Python (`conveyor.fit(graph_or_data)`); nothing to load.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from .common import check_options
 
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
-DATASETS = PLANETOID + OGB + ("synthetic", "custom")
+DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory")
 OPTIONS = {"synthetic": ("scale", "seed", "num_features", "num_classes"),
            "custom": ("path", "undirected", "num_classes")}
 
@@ -34,6 +35,10 @@ def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
     if key not in DATASETS:
         raise ConveyorError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}.")
     check_options(key, options, OPTIONS.get(key, ()))
+    if key == "memory":
+        raise ConveyorError("data=memory stands for a graph handed to conveyor.fit() in Python, so "
+                            "there is nothing to load; on the command line choose a dataset "
+                            "(e.g. data=cora) or your own arrays (data=custom data.path=DIR).")
     if key == "custom":
         from .custom import load_custom
         path = options.pop("path", None) or root
@@ -61,16 +66,24 @@ def load_configured(cfg_data) -> Graph:
                if k not in ("name", "root", "normalize_features")}
     root = cfg_data.get("root")
     root = None if root is None else os.path.expanduser(str(root))
-    graph = load_dataset(str(cfg_data.name), root=root, **options)
-    if graph.x is None or graph.y is None:
-        raise ConveyorError(f"dataset {cfg_data.name!r} has no node features or labels; training "
-                            f"needs both.")
+    graph = check_trainable(load_dataset(str(cfg_data.name), root=root, **options), str(cfg_data.name))
     if cfg_data.get("normalize_features", False):  # as PyG's NormalizeFeatures: rows sum to 1
         graph.x = graph.x / graph.x.sum(1, keepdim=True).clamp(min=1e-12)
-    if graph.train_idx is None or graph.train_idx.numel() == 0:
-        raise ConveyorError(f"dataset {cfg_data.name!r} has an empty training split; give it "
-                            f"training nodes (train_idx) to train on.")
     return graph
 
 
-__all__ = ["DATASETS", "load_configured", "load_dataset"]
+def check_trainable(graph: Graph, name: str) -> Graph:
+    """The graph, once checked to have features, labels, a class count and training nodes."""
+    if graph.x is None or graph.y is None:
+        raise ConveyorError(f"dataset {name!r} has no node features or labels; training "
+                            f"needs both (x and y).")
+    if graph.num_classes is None:
+        raise ConveyorError(f"dataset {name!r} does not say how many classes it has; set "
+                            f"graph.num_classes.")
+    if graph.train_idx is None or graph.train_idx.numel() == 0:
+        raise ConveyorError(f"dataset {name!r} has an empty training split; give it "
+                            f"training nodes (train_idx, or train_mask in a PyG Data) to train on.")
+    return graph
+
+
+__all__ = ["DATASETS", "check_trainable", "load_configured", "load_dataset"]

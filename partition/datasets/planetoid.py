@@ -84,9 +84,5 @@ def load_planetoid(name: str, root: str | Path) -> Graph:
                 f"the {NAMES[name]} raw files in {raw} are damaged or are not Planetoid files "
                 f"({exc}); delete them and run `python scripts/prepare_planetoid.py --root {root}` "
                 f"to fetch them again.") from exc
-    graph = Graph.from_edge_index(symmetrise(data.edge_index), data.num_nodes,
-                                  x=data.x, y=data.y,
-                                  train_idx=data.train_mask.nonzero().view(-1),
-                                  val_idx=data.val_mask.nonzero().view(-1),
-                                  test_idx=data.test_mask.nonzero().view(-1))
-    return finish(graph, name, int(data.y.max()) + 1)
+    data.edge_index = symmetrise(data.edge_index)  # already symmetric; kept as a guarantee
+    return finish(Graph.from_data(data), name, int(data.y.max()) + 1)

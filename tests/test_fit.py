@@ -1,0 +1,55 @@
+"""`conveyor.fit`: the README's example as written, a Graph in memory, and bad arguments."""
+import json
+import re
+
+import pytest
+import torch
+
+import conveyor
+from partition import ConveyorError
+from tests.configs import REPO
+
+
+def readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    return re.search(r"<!-- fit-example[^>]*-->\n```python\n(.*?)```", text, re.S).group(1)
+
+
+def test_the_readme_example_trains_cora(tmp_path, monkeypatch, data_root):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(data_root)  # the example's root="data", prepared offline
+    scope = {}
+    exec(compile(readme_example(), "README.md", "exec"), scope)
+    result = scope["result"]
+    assert isinstance(scope["model"], torch.nn.Module) and len(result.history) == 30
+    assert result.final["test_acc"] >= 0.78, result.final
+    metrics = json.loads((tmp_path / "runs" / "cora_fit" / "metrics.json").read_text())
+    assert metrics["final"] == result.final and metrics["config"]["data"]["name"] == "memory"
+
+
+def test_fit_takes_a_graph_and_the_keywords(tmp_path, cora):
+    result = conveyor.fit(cora, model="gcn", fanouts=[5, 5], batch_size=64, epochs=2, seed=3,
+                          out_dir=str(tmp_path / "run"), overrides=["trainer.progress=false"])
+    config = json.loads((tmp_path / "run" / "metrics.json").read_text())["config"]
+    assert config["sampler"]["fanouts"] == [5, 5] and config["trainer"]["batch_size"] == 64
+    assert config["model"]["name"] == "gcn" and config["run"]["seed"] == 3
+    assert [e["epoch"] for e in result.history] == [1, 2]
+    assert 0 < result.final["test_acc"] <= 1
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda g: conveyor.fit(g, epocs=3), ["epocs", "overrides="]),
+    (lambda g: conveyor.fit(g, overrides=["data=cora"]), ["data=", "launch.py"]),
+    (lambda g: conveyor.fit(g, batch_size=0), ["trainer.batch_size", ">= 1"]),
+    (lambda g: conveyor.fit(g.edge_index()), ["conveyor.Graph or a PyG Data", "Tensor"]),
+])
+def test_bad_arguments_say_what_to_change(call, words, cora):
+    with pytest.raises(ConveyorError) as error:
+        call(cora)
+    assert all(word in str(error.value) for word in words), str(error.value)
+
+
+def test_data_memory_from_the_command_line_says_what_to_do():
+    from partition import load_dataset
+    with pytest.raises(ConveyorError, match=r"conveyor.fit\(\).*data=cora"):
+        load_dataset("memory")

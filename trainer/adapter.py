@@ -1,0 +1,76 @@
+"""Models from the config by `model._target_` (Hydra), and the adapter that runs PyG's `BasicGNN`
+family (`GraphSAGE`, `GCN`, `GAT`, `GIN`, ...) layer by layer over a `SampledBatch`'s hops.
+
+The model contract (docs/design.md §5): `forward(x, layers)` takes the features of every batch
+node and `layers`, one `(edge_index, num_src, num_dst)` per layer (the first layer on hop L's
+edges), and returns one row per seed. `PerHopGNN` gives a stock PyG model that contract; a
+user's own module follows it directly. A `_target_` is built with `in_channels`, `out_channels`,
+`num_layers` (one per fanout), `hidden_channels` (from `model.hidden`) and the other `model.*`
+keys (`dropout`, and the class's own).
+"""
+from __future__ import annotations
+
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv, GATv2Conv, GINConv, SAGEConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+
+from partition import ConveyorError
+from partition.compose import one_line
+
+# Layers that take (source features, target features): they compute only the num_dst targets.
+# Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
+BIPARTITE = (SAGEConv, GATConv, GATv2Conv, GINConv)
+CONVEYOR_KEYS = ("name", "hidden", "input_dropout")  # read here, not passed to the target
+
+
+class PerHopGNN(nn.Module):
+    """A PyG BasicGNN whose layer i runs on hop L-i+1's edges, as its own forward would after
+    `trim_to_layer`; activation, norm and dropout between layers exactly as BasicGNN orders them."""
+
+    def __init__(self, gnn: BasicGNN, input_dropout: float = 0.0):
+        super().__init__()
+        if gnn.jk_mode is not None or gnn.supports_norm_batch:
+            raise ConveyorError(f"{type(gnn).__name__} with jk={gnn.jk_mode!r} or a per-graph norm "
+                                f"cannot run hop by hop (its layers' outputs cover different nodes); "
+                                f"drop jk and use a per-node norm (batch_norm, layer_norm).")
+        self.gnn, self.input_dropout = gnn, input_dropout
+
+    def forward(self, x: Tensor, layers) -> Tensor:
+        layers, gnn = list(layers), self.gnn
+        if len(layers) != gnn.num_layers:
+            raise ConveyorError(f"the model has {gnn.num_layers} layers but the batch has "
+                                f"{len(layers)} hops; use one fanout per layer.")
+        x = F.dropout(x, p=self.input_dropout, training=self.training)
+        for i, (conv, norm, (edge_index, num_src, num_dst)) in enumerate(zip(gnn.convs, gnn.norms, layers)):
+            x = x[:num_src]
+            x = conv((x, x[:num_dst]), edge_index) if isinstance(conv, BIPARTITE) else conv(x, edge_index)[:num_dst]
+            if i < gnn.num_layers - 1:
+                x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
+                x = norm(x)
+                x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
+                x = gnn.dropout(x)
+        return x
+
+
+def model_from_target(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
+    """`hydra.utils.instantiate` of `model._target_`; a BasicGNN comes wrapped in PerHopGNN."""
+    from hydra.utils import instantiate
+
+    keys = OmegaConf.to_container(cfg_model, resolve=True)
+    kwargs = {k: v for k, v in keys.items() if k not in CONVEYOR_KEYS}
+    if "hidden" in keys:
+        kwargs.setdefault("hidden_channels", keys["hidden"])
+    try:
+        module = instantiate(kwargs, in_channels=in_dim, out_channels=out_dim, num_layers=num_layers)
+    except Exception as error:  # Hydra wraps the import or constructor error
+        raise ConveyorError(f"cannot build model._target_={keys['_target_']}: {one_line(str(error))} "
+                            f"It is called with in_channels, out_channels, num_layers, "
+                            f"hidden_channels (model.hidden) and the other model.* keys.") from None
+    if isinstance(module, BasicGNN):
+        return PerHopGNN(module, float(keys.get("input_dropout", 0.0)))
+    if not isinstance(module, nn.Module):
+        raise ConveyorError(f"model._target_={keys['_target_']} made a {type(module).__name__}, not "
+                            f"a torch.nn.Module.")
+    return module
