@@ -126,14 +126,14 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     seed_batches = run.ctx.seed_batches(run.seed, epoch)
     first_step = (epoch - 1) * len(seed_batches)
 
-    def on_batch(step, loss, prepared):
+    def on_log(step, loss):  # the mean loss of the batches since the previous call
         run.recorder.scalar("batch/loss", loss, first_step + step)
 
     start = time.perf_counter()
     batches = run.source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER))
     progress = bool(run.cfg.trainer.progress) and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
-                        f"epoch {epoch}/{run.epochs}", on_batch)
+                        f"epoch {epoch}/{run.epochs}", on_log, int(run.cfg.trainer.log_every))
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],

@@ -110,6 +110,7 @@ SCHEMA: dict[str, Rule] = {
     "trainer.lr": number(0, low_open=True),
     "trainer.weight_decay": number(0, optional=True),
     "trainer.progress": boolean(),
+    "trainer.log_every": integer(1, hint="batches between reads of the loss from the device"),
     "sampler.name": choice(SAMPLERS + ("auto",)),
     "sampler.fanouts": parsed(check_fanouts),
     "sampler.deterministic": boolean(optional=True),
