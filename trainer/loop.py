@@ -6,6 +6,7 @@ come back every `log_every` batches (progress bar, TensorBoard's batch/loss) and
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -15,18 +16,19 @@ from .meter import DeviceMeter
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
-                on_log=None, log_every: int = 50) -> dict:
+                on_log=None, log_every: int = 50, autocast=nullcontext) -> dict:
     """Train on `batches`; every `log_every` batches and at the last (the `total`-th),
     `on_log(step, loss)` gets the mean loss of the batches since the previous call. Returns the
-    epoch's figures."""
+    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py)."""
     model.train()
     meter, costs = DeviceMeter(), CostSum()
     train_s = 0.0
     bar = tqdm(batches, total=total, desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
     for step, pb in enumerate(bar):
         t0 = time.perf_counter()
-        out = model(pb.x.float(), pb.batch.layers())
-        loss = F.cross_entropy(out, pb.y)
+        with autocast():
+            out = model(pb.x.float(), pb.batch.layers())
+            loss = F.cross_entropy(out, pb.y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -69,11 +71,13 @@ class CostSum:
 
 
 @torch.no_grad()
-def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval") -> float:
+def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
+             autocast=nullcontext) -> float:
     """Accuracy over `batches`, read from the device once, at the end."""
     model.eval()
     meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
-        out = model(pb.x.float(), pb.batch.layers())
+        with autocast():
+            out = model(pb.x.float(), pb.batch.layers())
         meter.add(out, pb.y)
     return meter.totals()[1]

@@ -28,6 +28,7 @@ from .context import LocalContext
 from .loop import evaluate, train_epoch
 from .metrics import setup_logging
 from .models import build_model
+from .precision import Precision, resolve_precision
 
 log = logging.getLogger("conveyor")
 NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
@@ -53,6 +54,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     recorder: Any
     source: Any  # SerialBatches or pipeline.AsyncBatches
+    precision: Precision
     start_epoch: int = 1
     best: dict = field(default_factory=lambda: dict(NO_BEST))
     started: float = field(default_factory=time.perf_counter)
@@ -99,7 +101,9 @@ def start_run(cfg: DictConfig, ctx) -> Run:
     out_dir, state = ctx.prepare_out_dir(cfg)
     if ctx.is_main:
         setup_logging(out_dir)
-    log.info("device %s, output %s", ctx.device, out_dir)
+    precision = resolve_precision(cfg.trainer.precision, ctx.device)
+    precision.apply()
+    log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
     torch.manual_seed(int(cfg.run.seed))
@@ -116,7 +120,7 @@ def start_run(cfg: DictConfig, ctx) -> Run:
     recorder = ctx.recorder(out_dir, OmegaConf.to_container(cfg, resolve=True), history)
     source = build_batch_source(cfg, graph, ctx.device, recorder)
     return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, recorder, source,
-               start_epoch, best)
+               precision, start_epoch, best)
 
 
 def train_one_epoch(run: Run, epoch: int) -> dict:
@@ -133,7 +137,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     batches = run.source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER))
     progress = bool(run.cfg.trainer.progress) and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
-                        f"epoch {epoch}/{run.epochs}", on_log, int(run.cfg.trainer.log_every))
+                        f"epoch {epoch}/{run.epochs}", on_log, int(run.cfg.trainer.log_every),
+                        run.precision.autocast)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -153,7 +158,8 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
         idx = getattr(run.graph, f"{split}_idx")
         seen = 0 if idx is None else idx.numel()
         batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size)) if seen else []
-        acc = evaluate(run.model, run.source.run(batches, eval_seed), len(batches)) if seen else 0.0
+        acc = (evaluate(run.model, run.source.run(batches, eval_seed), len(batches),
+                        autocast=run.precision.autocast) if seen else 0.0)
         acc, seen = run.ctx.global_accuracy(acc, seen)  # each rank evaluated the nodes it owns
         if seen:
             figures[f"{split}_acc"] = acc
