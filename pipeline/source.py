@@ -35,8 +35,9 @@ from torch import Tensor
 from partition import ConveyorError
 from samplers import SampledBatch
 
-from .batch import PreparedBatch
+from .batch import WARMUP_BATCHES, PreparedBatch
 from .control import Control
+from .memory import BatchPeak
 from .mps import PERCENT_ENV, detect_mps, thread_percentages
 from .options import STAGES, PipelineOptions
 from .pace import PaceController
@@ -77,6 +78,7 @@ class AsyncBatches:
         self.step = 0  # batches served over all runs: the TensorBoard step
         self.totals = {"batches": 0, "trainer_wait_s": 0.0, "ipc_s": 0.0, "sample_s": 0.0,
                        "gather_s": 0.0, "train_s": 0.0, "wall_s": 0.0}
+        self.peak = BatchPeak(self.device)
         self._closed = False
         self._start()
 
@@ -86,8 +88,7 @@ class AsyncBatches:
         o = self.options
         self.control = Control()
         self.control["limit_sampled"] = self.control["limit_ready"] = o.depth
-        # One slot per batch a queue may hold, one its producer fills, one its consumer reads.
-        self.slots = o.depth + 2
+        self.slots = o.slots
         self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
         self.sampled_free, self.ready_free = ctx.Queue(), ctx.Queue()
         self.events = ctx.SimpleQueue()
@@ -185,15 +186,23 @@ class AsyncBatches:
             del views
             ipc_s = message.cost.ipc_s + time.perf_counter() - start
             given = time.perf_counter()
+            self.peak.start()  # before the first batch trains (later calls do nothing)
             yield batch
             del batch
             train_s = time.perf_counter() - given
+            self._measure_batch_memory()
             self.control.add("trained")
             self._account(message, depths, waited, ipc_s, train_s)
         if count:
             self.totals["wall_s"] += time.perf_counter() - run_start
             if count >= self.options.interval:
                 self._log_run(count)
+
+    def _measure_batch_memory(self) -> None:
+        """Before the WARMUP_BATCHES-th batch counts as trained, tell the loader (which sizes an
+        auto cache then) how much device memory a training batch took here."""
+        if self.control["trained"] + 1 == WARMUP_BATCHES:
+            self.control["batch_bytes"] = self.peak.bytes()
 
     def _receive(self, job: int) -> tuple[BatchMessage, float]:
         """The next ready batch of `job` and how long the trainer waited for it."""

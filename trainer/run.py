@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cache.configured import cache_from_config
 from partition import Graph
+from pipeline.memory import largest_batch_ratio
 from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, eval_seed_batches, stream_seed
 from pipeline.serial import SerialBatches
 from samplers import build_sampler, resolve_sampler_name
@@ -77,7 +78,8 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
                             seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.deterministic))
-    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device)
+    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device,
+                         largest_batch_ratio(cfg.trainer))
 
 
 def train(cfg: DictConfig, ctx=None) -> TrainResult:
