@@ -381,9 +381,10 @@ class AsyncBatches:
         wall = max(now - start, 1e-9)
         delta = {k: after[k] - before[k] for k in after}
         waited = {"ready": trainer_wait / wall, "sampled": delta["loader_wait_ns"] / 1e9 / wall}
-        for d in self.pace.decide(waited):
+        paced = {"ready": delta["loader_pace_ns"] / 1e9 / wall, "sampled": delta["sampler_pace_ns"] / 1e9 / wall}
+        for d in self.pace.decide(waited, paced):
             self.control[f"limit_{d.queue}"] = d.new
-            log.info("pipeline pace: %s queue limit %d -> %d (%s)", d.queue, d.old, d.new, d.reason)
+            log.debug("pipeline pace: %s queue limit %d -> %d (%s)", d.queue, d.old, d.new, d.reason)
         per_batch = {"sampler": delta["sampler_busy_ns"] / 1e9 / max(delta["sampled"], 1),
                      "loader": delta["loader_busy_ns"] / 1e9 / max(delta["loaded"], 1),
                      "trainer": train_s / max(delta["ready_taken"], 1)}
