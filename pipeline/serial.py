@@ -25,7 +25,8 @@ class SerialBatches:
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
 
-    def run(self, seed_batches: List[Tensor], sampler_seed: int) -> Iterator[PreparedBatch]:
+    def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
+        """As AsyncBatches.run (`phase` only names its TensorBoard series; none here)."""
         self.sampler.manual_seed(sampler_seed)
         for seeds in seed_batches:
             self.peak.start()

@@ -147,7 +147,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
             "epoch_time_s": seconds, "sample_s": stats["sample_s"], "gather_s": stats["gather_s"],
             "train_s": stats["train_s"], "sampled_edges": stats["sampled_edges"],
             "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
-            "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"]}
+            "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"],
+            "lr": run.optimizer.param_groups[0]["lr"], **_peak_memory(run.ctx.device)}
 
 
 def evaluate_splits(run: Run, epoch: int) -> dict:
@@ -160,7 +161,7 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
         idx = getattr(run.graph, f"{split}_idx")
         seen = 0 if idx is None else idx.numel()
         batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size)) if seen else []
-        acc = (evaluate(run.model, run.source.run(batches, eval_seed), len(batches),
+        acc = (evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
                         autocast=run.precision.autocast) if seen else 0.0)
         acc, seen = run.ctx.global_accuracy(acc, seen)  # each rank evaluated the nodes it owns
         if seen:
@@ -202,6 +203,12 @@ def finish_run(run: Run) -> TrainResult:
     log.info("done: test acc %s (%s); metrics in %s", _fmt(final["test_acc"]), best_note,
              run.out_dir / "metrics.json")
     return TrainResult(run.model, list(history), final)
+
+
+def _peak_memory(device: torch.device) -> dict:
+    """This process's peak device allocation so far (CUDA), for the epoch's record. Not reset per
+    epoch: the batch sources measure a training batch's memory from the same counter."""
+    return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device)} if device.type == "cuda" else {}
 
 
 def _fmt(value) -> str:
