@@ -74,10 +74,8 @@ def overrides(args, mode: str) -> list[str]:
 
 
 def compose(overrides_: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        return hydra_compose(config_name="config", overrides=overrides_)
+    from partition.compose import compose_config
+    return compose_config(overrides_)
 
 
 # -- measuring ----------------------------------------------------------------------------------

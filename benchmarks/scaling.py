@@ -27,8 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-
+from partition.compose import compose_config  # noqa: E402
 from partition.configured import make_partitions  # noqa: E402
 from partition.device import resolve_device  # noqa: E402
 from trainer.distributed import train_distributed  # noqa: E402
@@ -39,8 +38,7 @@ DEFAULTS = ("data=synthetic", "trainer.epochs=3", "trainer.progress=false", "tra
 
 
 def config(overrides):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose_config(list(overrides))
 
 
 def default_ranks(device: torch.device) -> list[int]:

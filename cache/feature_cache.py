@@ -97,16 +97,18 @@ class FeatureCache:
         return k
 
     def fit_to_free_memory(self, peak_bytes: Optional[int] = None,
-                           prefetch: Optional[int] = None) -> int:
-        """For capacity 'auto': fill `total - peak - reserve - prefetch` bytes of the device with
-        the best-ranked rows (see cache/__init__.py for when to call it). A no-op returning the
-        current size when the capacity was given explicitly."""
+                           prefetch: Optional[int] = None, batch_room: int = 0) -> int:
+        """For capacity 'auto': fill `total - peak - batch_room - reserve - prefetch` bytes of the
+        device with the best-ranked rows (see cache/__init__.py for when to call it); `batch_room`
+        is kept for batches larger than the peak's. A no-op returning the current size when the
+        capacity was given explicitly."""
         if not self.auto:
             return self.capacity_nodes
         if prefetch is not None:
             self.prefetch = int(prefetch)
         budget, self.fit_info = cache_budget(self.device, self.reserve, self.prefetch, peak_bytes,
-                                             held=self.cached_bytes + self.map_bytes)
+                                             held=self.cached_bytes + self.map_bytes,
+                                             batch_room=int(batch_room))
         map_cost = self.num_nodes * 4  # the int32 slot map comes out of the same budget
         k = (budget - map_cost) // max(self.row_bytes, 1) if budget > map_cost else 0
         k = self.resize(min(k, self.num_nodes))

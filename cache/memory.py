@@ -28,16 +28,18 @@ def device_memory(device: torch.device) -> tuple[int, int]:
 
 
 def cache_budget(device: torch.device, reserve: int, prefetch: int,
-                 peak_bytes: Optional[int] = None, held: int = 0) -> tuple[int, dict]:
+                 peak_bytes: Optional[int] = None, held: int = 0, batch_room: int = 0) -> tuple[int, dict]:
     """Bytes left for the cache, and the figures it came from (for the log).
 
     peak_bytes: what the training needs at its peak, if the caller measured it itself (e.g. the
     trainer process's max_memory_reserved plus the sampler's); otherwise it is measured here.
     held: bytes the cache already holds on the device (they are counted as in use but would be
     freed by a refit).
+    batch_room: bytes kept free for batches larger than those the peak was measured on (the
+    evaluation's), on top of the peak.
     """
     total, measured = device_memory(device)
     in_use = measured - held if peak_bytes is None else int(peak_bytes)
-    budget = max(0, total - in_use - reserve - prefetch)
-    return budget, {"total_bytes": total, "peak_bytes": in_use, "reserve_bytes": reserve,
-                    "prefetch_bytes": prefetch, "budget_bytes": budget}
+    budget = max(0, total - in_use - batch_room - reserve - prefetch)
+    return budget, {"total_bytes": total, "peak_bytes": in_use, "batch_room_bytes": batch_room,
+                    "reserve_bytes": reserve, "prefetch_bytes": prefetch, "budget_bytes": budget}

@@ -22,6 +22,8 @@ FIELDS = (
     "loader_wait_ns",    # loader: time waiting for a sampled batch
     "loader_pace_ns",    # loader: time held back by its limit or waiting for a free buffer
     "trained",           # main: batches the trainer has finished with
+    "batch_bytes",       # main: device memory a training batch took in the trainer (memory.py), set
+                         # before `trained` reaches WARMUP_BATCHES
 )
 INDEX = {name: i for i, name in enumerate(FIELDS)}
 # queue -> (its producer's counter, its consumer's counter, the pace limit on its depth)

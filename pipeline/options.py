@@ -28,6 +28,11 @@ class PipelineOptions:
     mps_fixed: Optional[Dict[str, int]]  # fixed SM percentages per stage, or None: measured
     stall_timeout_s: Optional[float]
 
+    @property
+    def slots(self) -> int:
+        """Slots per queue: one per batch it may hold, one its producer fills, one its consumer reads."""
+        return self.depth + 2
+
     @classmethod
     def from_config(cls, c) -> "PipelineOptions":
         c = OmegaConf.to_container(c, resolve=True) if not isinstance(c, dict) else c

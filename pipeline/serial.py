@@ -13,19 +13,25 @@ import torch
 from torch import Tensor
 
 from .batch import WARMUP_BATCHES, BatchCost, PreparedBatch, seed_labels, synchronize
+from .memory import BatchPeak, batch_room
 
 
 class SerialBatches:
-    def __init__(self, sampler, cache, labels: Tensor, device):
+    def __init__(self, sampler, cache, labels: Tensor, device, batch_ratio: float = 1.0):
+        """`batch_ratio`: the run's largest batch over its training batch (memory.py), so an
+        auto cache leaves room for it."""
         self.sampler, self.cache, self.labels = sampler, cache, labels
         self.device = torch.device(device)
         self.batches_done = 0
+        self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
 
-    def run(self, seed_batches: List[Tensor], sampler_seed: int) -> Iterator[PreparedBatch]:
+    def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
+        """As AsyncBatches.run (`phase` only names its TensorBoard series; none here)."""
         self.sampler.manual_seed(sampler_seed)
         for seeds in seed_batches:
-            if self.batches_done == WARMUP_BATCHES:
-                self.cache.fit_to_free_memory()  # a no-op unless cache.capacity=auto
+            self.peak.start()
+            if self.batches_done == WARMUP_BATCHES:  # a no-op unless cache.capacity=auto
+                self.cache.fit_to_free_memory(batch_room=batch_room(self.peak.bytes(), self.batch_ratio))
             self.batches_done += 1
             t0 = time.perf_counter()
             batch = self.sampler.sample(seeds).to(self.device)

@@ -51,6 +51,14 @@ class SlotWriter:
     def nbytes(self) -> int:
         return sum(b.numel() * b.element_size() for b in self.buffers.values())
 
+    @property
+    def largest_slot_bytes(self) -> int:
+        """The bytes of the slot with the largest buffers (0 before the first pack)."""
+        per_slot: Dict[int, int] = {}
+        for (slot, _), b in self.buffers.items():
+            per_slot[slot] = per_slot.get(slot, 0) + b.numel() * b.element_size()
+        return max(per_slot.values(), default=0)
+
 
 class SlotReader:
     """The consumer's side: the buffers it was sent, and views of them."""

@@ -35,8 +35,9 @@ from torch import Tensor
 from partition import ConveyorError
 from samplers import SampledBatch
 
-from .batch import PreparedBatch
+from .batch import WARMUP_BATCHES, PreparedBatch
 from .control import Control
+from .memory import BatchPeak
 from .mps import PERCENT_ENV, detect_mps, thread_percentages
 from .options import STAGES, PipelineOptions
 from .pace import PaceController
@@ -81,9 +82,11 @@ class AsyncBatches:
         self._restart_due = False
         self._setup_mps()
         self.job = 0
-        self.step = 0  # batches served over all runs: the TensorBoard step
+        self.steps = {"train": 0, "eval": 0}  # batches served per phase: the TensorBoard steps
+        self.phase = "train"
         self.totals = {"batches": 0, "trainer_wait_s": 0.0, "ipc_s": 0.0, "sample_s": 0.0,
                        "gather_s": 0.0, "train_s": 0.0, "wall_s": 0.0}
+        self.peak = BatchPeak(self.device)
         self._closed = False
         self._start()
 
@@ -93,8 +96,7 @@ class AsyncBatches:
         o = self.options
         self.control = Control()
         self.control["limit_sampled"] = self.control["limit_ready"] = o.depth
-        # One slot per batch a queue may hold, one its producer fills, one its consumer reads.
-        self.slots = o.depth + 2
+        self.slots = o.slots
         with semaphores_named_after_this_process():  # a killed run's are then swept by name
             self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
             self.sampled_free, self.ready_free = ctx.Queue(), ctx.Queue()
@@ -124,7 +126,7 @@ class AsyncBatches:
                 proc.start()
         shares = (", SM shares " + ", ".join(f"{s} {p}%" for s, p in self.percentages.items())
                   if self.percentages else "")
-        log.info("pipeline: sampler (pid %d) and loader (pid %d) processes started; up to %d "
+        log.debug("pipeline: sampler (pid %d) and loader (pid %d) processes started; up to %d "
                  "batches ahead per queue, %d torch threads per stage%s",
                  self.processes["sampler"].pid, self.processes["loader"].pid, o.depth, o.threads,
                  shares)
@@ -158,16 +160,19 @@ class AsyncBatches:
         self.close()
 
     # -- the batch stream -----------------------------------------------------------------------
-    def run(self, seed_batches: List[Tensor], sampler_seed: int) -> Iterator[PreparedBatch]:
-        """The prepared batches of `seed_batches`, in order (the sampler is reseeded first)."""
+    def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
+        """The prepared batches of `seed_batches`, in order (the sampler is reseeded first).
+        `phase` ("train" or "eval") picks the TensorBoard series: `pipeline/` for training
+        batches, stepped like `batch/loss`, and `pipeline_eval/` with its own step."""
         if self._closed:
             raise RuntimeError("AsyncBatches.run() called after close()")
         if self._restart_due:
             self._restart_due = False
-            log.info("pipeline: restarting the stage processes with their MPS SM shares")
+            log.debug("pipeline: restarting the stage processes with their MPS SM shares")
             self._stop()
             self._start()
         self.job += 1
+        self.phase = phase
         self.control["job"] = self.job  # the stages drop what is left of an earlier job
         sizes = [int(s.numel()) for s in seed_batches]
         seeds = torch.cat(list(seed_batches)) if sizes else torch.empty(0, dtype=torch.long)
@@ -193,9 +198,11 @@ class AsyncBatches:
             del views
             ipc_s = message.cost.ipc_s + time.perf_counter() - start
             given = time.perf_counter()
+            self.peak.start()  # before the first batch trains (later calls do nothing)
             yield batch
             del batch
             train_s = time.perf_counter() - given
+            self._measure_batch_memory()
             self.control.add("trained")
             self._account(message, depths, waited, ipc_s, train_s)
             now = time.perf_counter()  # wall time per batch: a run left half-way counts right
@@ -203,6 +210,12 @@ class AsyncBatches:
             last = now
         if count >= self.options.interval:
             self._log_run(count)
+
+    def _measure_batch_memory(self) -> None:
+        """Before the WARMUP_BATCHES-th batch counts as trained, tell the loader (which sizes an
+        auto cache then) how much device memory a training batch took here."""
+        if self.control["trained"] + 1 == WARMUP_BATCHES:
+            self.control["batch_bytes"] = self.peak.bytes()
 
     def _receive(self, job: int) -> tuple[BatchMessage, float]:
         """The next ready batch of `job` and how long the trainer waited for it."""
@@ -301,10 +314,10 @@ class AsyncBatches:
             if kind == "ready":
                 pid, what = payload
                 self._ready[stage] = time.perf_counter() - self._started
-                log.info("pipeline: %s (pid %d) ready after %.1fs: %s", stage, pid,
+                log.debug("pipeline: %s (pid %d) ready after %.1fs: %s", stage, pid,
                          self._ready[stage], what)
             elif kind == "log":
-                log.info("pipeline %s: %s", stage, payload[0])
+                log.debug("pipeline %s: %s", stage, payload[0])
             elif kind == "error":
                 errors[stage] = payload
         return errors
@@ -356,7 +369,6 @@ class AsyncBatches:
 
     def _account(self, message: BatchMessage, depths: dict, waited: float, ipc_s: float,
                  train_s: float) -> None:
-        self.step += 1
         t = self.totals
         t["batches"] += 1
         t["trainer_wait_s"] += waited
@@ -374,6 +386,7 @@ class AsyncBatches:
             self._measure_warmup(message, train_s)
         if self.pace.observe(depths):
             self._decide()
+        self.steps[self.phase] += 1
 
     def _decide(self) -> None:
         start, before, trainer_wait, train_s = self._window
@@ -381,9 +394,10 @@ class AsyncBatches:
         wall = max(now - start, 1e-9)
         delta = {k: after[k] - before[k] for k in after}
         waited = {"ready": trainer_wait / wall, "sampled": delta["loader_wait_ns"] / 1e9 / wall}
-        for d in self.pace.decide(waited):
+        paced = {"ready": delta["loader_pace_ns"] / 1e9 / wall, "sampled": delta["sampler_pace_ns"] / 1e9 / wall}
+        for d in self.pace.decide(waited, paced):
             self.control[f"limit_{d.queue}"] = d.new
-            log.info("pipeline pace: %s queue limit %d -> %d (%s)", d.queue, d.old, d.new, d.reason)
+            log.debug("pipeline pace: %s queue limit %d -> %d (%s)", d.queue, d.old, d.new, d.reason)
         per_batch = {"sampler": delta["sampler_busy_ns"] / 1e9 / max(delta["sampled"], 1),
                      "loader": delta["loader_busy_ns"] / 1e9 / max(delta["loaded"], 1),
                      "trainer": train_s / max(delta["ready_taken"], 1)}
@@ -421,7 +435,7 @@ class AsyncBatches:
 
     def _log_run(self, count: int) -> None:
         c = self.control.snapshot()
-        log.info("pipeline: %d batches; queue limits sampled %d, ready %d; stage busy: sampler "
+        log.debug("pipeline: %d batches; queue limits sampled %d, ready %d; stage busy: sampler "
                  "%.1fs, loader %.1fs; loader waited %.1fs, sampler/loader held back %.1fs/%.1fs",
                  count, c["limit_sampled"], c["limit_ready"], c["sampler_busy_ns"] / 1e9,
                  c["loader_busy_ns"] / 1e9, c["loader_wait_ns"] / 1e9, c["sampler_pace_ns"] / 1e9,
@@ -429,7 +443,8 @@ class AsyncBatches:
 
     def _scalar(self, tag: str, value: float) -> None:
         if self.recorder is not None:
-            self.recorder.scalar(tag, value, self.step)
+            prefix = "pipeline/" if self.phase == "train" else "pipeline_eval/"
+            self.recorder.scalar(prefix + tag.removeprefix("pipeline/"), value, self.steps[self.phase])
 
     def stats(self) -> dict:
         """Totals over every run so far (the benchmark reads them)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import torch
+from omegaconf import OmegaConf
 
 from cache.configured import cache_from_config
 from partition import ConveyorError
@@ -27,6 +28,8 @@ from samplers import SampledBatch, build_sampler
 
 from .batch import WARMUP_BATCHES, BatchCost, seed_labels, synchronize
 from .control import Control
+from .memory import batch_room, largest_batch_ratio
+from .options import PipelineOptions
 from .sharing import GraphHandle
 from .shutdown import die_with_parent, ignore_interrupts, name_process
 from .slots import SlotReader, SlotWriter
@@ -169,8 +172,6 @@ def run_sampler(stage: Stage, graph) -> None:
 
 
 def run_loader(stage: Stage, graph) -> None:
-    from omegaconf import OmegaConf
-
     spec, control = stage.spec, stage.control
     cache = cache_from_config(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
     fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
@@ -189,8 +190,7 @@ def run_loader(stage: Stage, graph) -> None:
             continue
         if fit_pending and control["trained"] >= WARMUP_BATCHES:
             fit_pending = False
-            cache.fit_to_free_memory()
-            stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")
+            fit_cache(stage, cache, writer)
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
         begin = time.perf_counter()
@@ -209,6 +209,17 @@ def run_loader(stage: Stage, graph) -> None:
         control.add("loader_busy_ns", cost.gather_s * 1e9)
         control.add("loaded")
         spec.outbox.put(message)
+
+
+def fit_cache(stage: Stage, cache, writer: SlotWriter) -> None:
+    """Size an auto cache, leaving room for the run's largest batch (memory.py): in the trainer
+    (its measured batch memory) and in this stage's slots, which all grow with the batches."""
+    cfg = stage.spec.options["cfg"]
+    slots = PipelineOptions.from_config(cfg["pipeline"]).slots
+    batch_bytes = stage.control["batch_bytes"] + slots * writer.largest_slot_bytes
+    room = batch_room(batch_bytes, largest_batch_ratio(OmegaConf.create(cfg["trainer"])))
+    cache.fit_to_free_memory(batch_room=room)
+    stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")
 
 
 BODIES = {"sampler": run_sampler, "loader": run_loader}

@@ -20,7 +20,6 @@ from cache.configured import cache_from_config
 from partition import ConveyorError, Graph
 from pipeline import AsyncBatches, PipelineError
 from pipeline.mps import detect_mps, thread_percentages
-from pipeline.pace import PaceController
 from pipeline.seeds import epoch_seed_batches, eval_seed_batches
 from pipeline.serial import SerialBatches
 from pipeline.sharing import share_graph
@@ -79,37 +78,6 @@ def assert_gone(pids, timeout=5.0):
 
 
 # -- the parts ----------------------------------------------------------------------------------
-
-def test_pace_controller_slows_a_runaway_producer_and_frees_a_starved_one():
-    pace = PaceController(["sampled", "ready"], depth=4, interval=5, patience=5, wait_fraction=0.05)
-    decisions = []
-    for depth in (0, 1, 2, 3, 4):  # the sampled queue grows five iterations in a row
-        if pace.observe({"sampled": depth, "ready": 1}):
-            decisions += pace.decide({"sampled": 0.0, "ready": 0.0})
-    assert [(d.queue, d.old, d.new) for d in decisions] == [("sampled", 4, 3)]
-    assert pace.limits == {"sampled": 3, "ready": 4}
-    # A queue kept full at its limit keeps being trimmed, down to one batch ahead and no further.
-    for _ in range(40):
-        if pace.observe({"sampled": pace.limits["sampled"], "ready": 1}):
-            pace.decide({"sampled": 0.0, "ready": 0.0})
-    assert pace.limits["sampled"] == 1
-    # The loader (the sampled queue's consumer) waits 20% of the time: the sampler may run further ahead.
-    for _ in range(5):
-        due = pace.observe({"sampled": 0, "ready": 1})
-    assert due and [(d.queue, d.new) for d in pace.decide({"sampled": 0.2, "ready": 0.0})] == [("sampled", 2)]
-    for _ in range(50):  # ... but never beyond the memory bound
-        if pace.observe({"sampled": 0, "ready": 1}):
-            pace.decide({"sampled": 0.5, "ready": 0.0})
-    assert pace.limits["sampled"] == 4
-
-
-def test_pace_controller_leaves_a_balanced_pipeline_alone():
-    pace = PaceController(["sampled", "ready"], depth=4, interval=5, patience=5)
-    for step in range(100):  # depths that go up and down, consumers that hardly wait
-        if pace.observe({"sampled": step % 3, "ready": (step + 1) % 2}):
-            assert pace.decide({"sampled": 0.01, "ready": 0.02}) == []
-    assert pace.limits == {"sampled": 4, "ready": 4}
-
 
 def test_thread_percentages_follow_the_stage_times():
     shares = thread_percentages({"sampler": 0.030, "loader": 0.002, "trainer": 0.060}, floor=10)
@@ -264,7 +232,8 @@ def train_both(tmp_path, *overrides):
     runs = {}
     for mode, extra in (("serial", []), ("async", ["pipeline.pace.interval=3"])):
         out = tmp_path / mode
-        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", *extra, *overrides))
+        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", "trainer.log_every=1", *extra,
+                          *overrides))  # every batch's loss, to compare them one by one
         losses, tags = tensorboard_losses(out)
         runs[mode] = (json.loads((out / "metrics.json").read_text()), losses, tags, out)
     return runs["serial"], runs["async"]

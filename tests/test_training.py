@@ -101,3 +101,28 @@ def test_without_a_validation_split_no_best_val_is_claimed(tmp_path):
     assert final["best_val_acc"] is None and final["best_epoch"] is None
     log = (tmp_path / "noval" / "run.log").read_text()
     assert "no validation split" in log and "-1.0000" not in log
+
+
+def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(tmp_path, data_root, capfd):
+    """INFO on the console: the start-up summary, one line per epoch, the end; the pipeline's
+    internals (pids, per-run queue summaries, pace decisions) only in run.log (DEBUG). TensorBoard:
+    training batches' pipeline/ scalars step with the training batches (as batch/loss),
+    evaluation batches' under pipeline_eval/ with their own steps; the learning rate per epoch."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    out = tmp_path / "run"
+    train(make_config("data=synthetic", f"data.root={data_root}", "data.scale=0.005", "trainer.epochs=2",
+                      "trainer.batch_size=256", "pipeline=async", "trainer.progress=true",
+                      "trainer.log_every=1", f"run.out_dir={out}"))
+    console = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[")]
+    assert sum("] epoch " in line for line in console) == 2
+    assert not any(word in line for line in console for word in ("pid", "pace:", "batches; queue")), console
+    assert len(console) <= 8, console  # device, graph, MPS note, 2 epochs, pipeline total, done
+    log = (out / "run.log").read_text()
+    assert "processes started" in log and "ready after" in log
+    events = EventAccumulator(str(out))
+    events.Reload()
+    losses = [e.step for e in events.Scalars("batch/loss")]
+    assert [e.step for e in events.Scalars("pipeline/queue/ready")] == losses == list(range(len(losses)))
+    eval_steps = [e.step for e in events.Scalars("pipeline_eval/queue/ready")]
+    assert eval_steps == list(range(len(eval_steps))) and eval_steps
+    assert [e.value for e in events.Scalars("epoch/lr")] == pytest.approx([0.003, 0.003])

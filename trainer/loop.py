@@ -1,56 +1,86 @@
-"""One training epoch and one evaluation pass over prepared batches."""
+"""One training epoch and one evaluation pass over prepared batches.
+
+Neither reads a device tensor per batch: loss and accuracy add up on the device (meter.py) and
+come back every `log_every` batches (progress bar, TensorBoard's batch/loss) and once at the end.
+"""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from .interrupts import raise_if_stop_requested
+from .meter import DeviceMeter
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
-                on_batch=None) -> dict:
+                on_log=None, log_every: int = 50, autocast=nullcontext) -> dict:
+    """Train on `batches`; every `log_every` batches and at the last (the `total`-th),
+    `on_log(step, loss)` gets the mean loss of the batches since the previous call. Returns the
+    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py)."""
     model.train()
-    loss_sum = correct = seen = edges = 0
-    sample_s = gather_s = train_s = 0.0
-    hits = misses = host_bytes = 0
+    meter, costs = DeviceMeter(), CostSum()
+    train_s = 0.0
     bar = tqdm(batches, total=total, desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
-        out = model(pb.x.float(), pb.batch.layers())
-        loss = F.cross_entropy(out, pb.y)
+        with autocast():
+            out = model(pb.x.float(), pb.batch.layers())
+            loss = F.cross_entropy(out, pb.y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        n = pb.y.numel()
-        batch_loss = float(loss.detach())  # one sync per batch: the loss is logged anyway
-        loss_sum += batch_loss * n
-        correct += int((out.argmax(-1) == pb.y).sum())
-        seen += n
-        edges += pb.batch.num_sampled_edges
-        train_s += time.perf_counter() - t0
+        meter.add(out, pb.y, loss)
+        train_s += time.perf_counter() - t0  # on a GPU: time to queue the work, not to run it
+        costs.add(pb)
+        if (step + 1) % log_every == 0 or step + 1 == total:
+            window_loss, _ = meter.read()
+            bar.set_postfix(loss=f"{window_loss:.3f}")
+            if on_log is not None:
+                on_log(step, window_loss)
+    loss, accuracy = meter.totals()  # no read unless batches came after the last
+    return {"loss": loss, "train_acc": accuracy, "train_s": train_s, **costs.figures()}
+
+
+class CostSum:
+    """The epoch's sum of the batches' BatchCosts and sizes (host numbers: no device reads)."""
+
+    def __init__(self):
+        self.batches = self.seeds = self.edges = 0
+        self.sample_s = self.gather_s = 0.0
+        self.hits = self.misses = self.host_bytes = 0
+
+    def add(self, pb) -> None:
         cost = pb.cost
-        sample_s, gather_s = sample_s + cost.sample_s, gather_s + cost.gather_s
-        hits, misses, host_bytes = hits + cost.cache_hits, misses + cost.cache_misses, host_bytes + cost.bytes_from_host
-        bar.set_postfix(loss=f"{batch_loss:.3f}")
-        if on_batch is not None:
-            on_batch(step, batch_loss, pb)
-    return {"loss": loss_sum / max(seen, 1), "train_acc": correct / max(seen, 1), "batches": step + 1 if seen else 0,
-            "sample_s": sample_s, "gather_s": gather_s, "train_s": train_s, "sampled_edges": edges,
-            "seeds": seen, "cache": {"cache_hit_ratio": hits / max(hits + misses, 1),
-                                     "bytes_from_host": host_bytes}}
+        self.batches += 1
+        self.seeds += pb.y.numel()
+        self.edges += pb.batch.num_sampled_edges
+        self.sample_s += cost.sample_s
+        self.gather_s += cost.gather_s
+        self.hits += cost.cache_hits
+        self.misses += cost.cache_misses
+        self.host_bytes += cost.bytes_from_host
+
+    def figures(self) -> dict:
+        return {"batches": self.batches, "sample_s": self.sample_s, "gather_s": self.gather_s,
+                "sampled_edges": self.edges, "seeds": self.seeds,
+                "cache": {"cache_hit_ratio": self.hits / max(self.hits + self.misses, 1),
+                          "bytes_from_host": self.host_bytes}}
 
 
 @torch.no_grad()
-def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval") -> float:
+def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
+             autocast=nullcontext) -> float:
+    """Accuracy over `batches`, read from the device once, at the end."""
     model.eval()
-    correct = seen = 0
+    meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
         raise_if_stop_requested()
-        out = model(pb.x.float(), pb.batch.layers())
-        correct += int((out.argmax(-1) == pb.y).sum())
-        seen += pb.y.numel()
-    return correct / max(seen, 1)
+        with autocast():
+            out = model(pb.x.float(), pb.batch.layers())
+        meter.add(out, pb.y)
+    return meter.totals()[1]

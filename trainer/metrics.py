@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
 
 from .files import write_atomically
 
@@ -40,16 +42,31 @@ class RunRecorder:
         self.writer.close()
 
 
+class TqdmHandler(logging.StreamHandler):
+    """Writes through `tqdm.write`, which clears the progress bar, prints the line and redraws the
+    bar below it: log lines never break the bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 -- as logging.Handler: report, never raise
+            self.handleError(record)
+
+
 def setup_logging(out_dir) -> None:
-    """Log to the console and to `out_dir/run.log` (Hydra's own logging is off: see conf)."""
+    """Log to the console at INFO (the start-up summary, one line per epoch, the end) and to
+    `out_dir/run.log` at DEBUG (also the pipeline's internals: processes, queues, pace decisions).
+    Hydra's own logging is off: see conf."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     root = logging.getLogger("conveyor")
-    root.setLevel(logging.INFO)
+    root.setLevel(logging.DEBUG)
     root.disabled = False  # Hydra's logging config disables the loggers launch.py's check made
     for handler in list(root.handlers):
         root.removeHandler(handler)
     fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
-    for handler in (logging.StreamHandler(), logging.FileHandler(Path(out_dir) / "run.log")):
+    console, file = TqdmHandler(), logging.FileHandler(Path(out_dir) / "run.log")
+    console.setLevel(logging.INFO)
+    for handler in (console, file):
         handler.setFormatter(fmt)
         root.addHandler(handler)
     root.propagate = False

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cache.configured import cache_from_config
 from partition import Graph
+from pipeline.memory import largest_batch_ratio
 from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, eval_seed_batches, stream_seed
 from pipeline.serial import SerialBatches
 from samplers import build_sampler, resolve_sampler_name
@@ -30,6 +31,7 @@ from .leftovers import sweep_leftovers
 from .loop import evaluate, train_epoch
 from .metrics import setup_logging
 from .models import build_model
+from .precision import Precision, resolve_precision
 from .resume import apply_optimizer_settings
 
 log = logging.getLogger("conveyor")
@@ -56,6 +58,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     recorder: Any
     source: Any  # SerialBatches or pipeline.AsyncBatches
+    precision: Precision
     start_epoch: int = 1
     best: dict = field(default_factory=lambda: dict(NO_BEST))
     started: float = field(default_factory=time.perf_counter)
@@ -78,7 +81,8 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
                             seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.deterministic))
-    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device)
+    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device,
+                         largest_batch_ratio(cfg.trainer))
 
 
 def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
@@ -106,7 +110,9 @@ def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     if ctx.is_main:
         setup_logging(out_dir)
         sweep_leftovers()  # of runs killed before they could clean up
-    log.info("device %s, output %s", ctx.device, out_dir)
+    precision = resolve_precision(cfg.trainer.precision, ctx.device)
+    precision.apply()
+    log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
     torch.manual_seed(int(cfg.run.seed))
@@ -128,7 +134,7 @@ def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     recorder = ctx.recorder(out_dir, config, history)
     source = build_batch_source(cfg, graph, ctx.device, recorder)
     return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, recorder, source,
-               start_epoch, best)
+               precision, start_epoch, best)
 
 
 def train_one_epoch(run: Run, epoch: int) -> dict:
@@ -138,14 +144,15 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     seed_batches = run.ctx.seed_batches(run.seed, epoch)
     first_step = (epoch - 1) * len(seed_batches)
 
-    def on_batch(step, loss, prepared):
+    def on_log(step, loss):  # the mean loss of the batches since the previous call
         run.recorder.scalar("batch/loss", loss, first_step + step)
 
     start = time.perf_counter()
     batches = run.source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER))
     progress = bool(run.cfg.trainer.progress) and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
-                        f"epoch {epoch}/{run.epochs}", on_batch)
+                        f"epoch {epoch}/{run.epochs}", on_log, int(run.cfg.trainer.log_every),
+                        run.precision.autocast)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -153,7 +160,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
             "epoch_time_s": seconds, "sample_s": stats["sample_s"], "gather_s": stats["gather_s"],
             "train_s": stats["train_s"], "sampled_edges": stats["sampled_edges"],
             "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
-            "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"]}
+            "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"],
+            **_peak_memory(run.ctx.device)}
 
 
 def evaluate_splits(run: Run, epoch: int) -> dict:
@@ -166,7 +174,8 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
         idx = getattr(run.graph, f"{split}_idx")
         seen = 0 if idx is None else idx.numel()
         batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size)) if seen else []
-        acc = evaluate(run.model, run.source.run(batches, eval_seed), len(batches)) if seen else 0.0
+        acc = (evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
+                        autocast=run.precision.autocast) if seen else 0.0)
         acc, seen = run.ctx.global_accuracy(acc, seen)  # each rank evaluated the nodes it owns
         if seen:
             figures[f"{split}_acc"] = acc
@@ -207,6 +216,12 @@ def finish_run(run: Run) -> TrainResult:
     log.info("done: test acc %s (%s); metrics in %s", _fmt(final["test_acc"]), best_note,
              run.out_dir / "metrics.json")
     return TrainResult(run.model, list(history), final)
+
+
+def _peak_memory(device: torch.device) -> dict:
+    """This process's peak device allocation so far (CUDA), for the epoch's record. Not reset per
+    epoch: the batch sources measure a training batch's memory from the same counter."""
+    return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device)} if device.type == "cuda" else {}
 
 
 def _fmt(value) -> str:

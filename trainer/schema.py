@@ -26,6 +26,7 @@ from samplers import SAMPLERS
 from samplers.validation import INT64_MAX, check_fanouts
 
 from .models import MODELS
+from .precision import PRECISIONS
 
 PIPELINES = ("serial", "async")
 MODES = ("train", "compare")
@@ -110,6 +111,8 @@ SCHEMA: dict[str, Rule] = {
     "trainer.lr": number(0, low_open=True),
     "trainer.weight_decay": number(0, optional=True),
     "trainer.progress": boolean(),
+    "trainer.precision": Rule(f"one of {', '.join(PRECISIONS)}", lambda v: str(v) in PRECISIONS),
+    "trainer.log_every": integer(1, hint="batches between reads of the loss from the device"),
     "sampler.name": choice(SAMPLERS + ("auto",)),
     "sampler.fanouts": parsed(check_fanouts),
     "sampler.deterministic": boolean(optional=True),

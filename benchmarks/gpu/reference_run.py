@@ -23,14 +23,12 @@ def main() -> None:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--workers", type=int, default=12, help="NeighborLoader worker processes")
     args, overrides = p.parse_known_args()
-    from hydra import compose, initialize_config_dir
-
+    from partition.compose import compose_config
     from partition.datasets import load_configured
     from partition.device import resolve_device, use_device
     from trainer.reference import train_reference
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = compose_config(overrides)  # as launch.py composes it (resolvers, one-paragraph errors)
     device = use_device(resolve_device(cfg.run.device))
     graph = load_configured(cfg.data)
     result = train_reference(cfg, graph, args.out, device, num_workers=args.workers)
