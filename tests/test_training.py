@@ -22,6 +22,21 @@ def test_sage_on_cora_reaches_079(tmp_path, data_root):
     assert len(metrics["epochs"]) == 50
 
 
+def test_metrics_and_checkpoints_record_which_conveyor_wrote_them(tmp_path, data_root):
+    import importlib.metadata
+    import subprocess
+
+    import torch
+
+    from tests.configs import REPO
+    _, metrics = run(tmp_path, "cora", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert metrics["conveyor"]["version"] == importlib.metadata.version("conveyor")
+    assert metrics["conveyor"]["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    checkpoint = torch.load(tmp_path / "cora" / "checkpoints" / "last.pt", weights_only=True)
+    assert checkpoint["conveyor"] == metrics["conveyor"]
+
+
 def test_gcn_on_pubmed_reaches_077(tmp_path, data_root):
     final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}")
     assert final["test_acc"] >= 0.77, final

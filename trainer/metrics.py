@@ -10,6 +10,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from .files import write_atomically
+from .provenance import provenance
 
 log = logging.getLogger("conveyor")
 
@@ -35,7 +36,7 @@ class RunRecorder:
         self.write(final=None)
 
     def write(self, final: dict | None) -> Path:
-        payload = {"config": self.config, "epochs": self.epochs, "final": final}
+        payload = {"conveyor": provenance(), "config": self.config, "epochs": self.epochs, "final": final}
         return write_atomically(self.out_dir / "metrics.json", json.dumps(payload, indent=1).encode())
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ from .loop import evaluate, train_epoch
 from .metrics import setup_logging
 from .models import build_model
 from .precision import Precision, resolve_precision
+from .provenance import provenance
 from .resume import apply_optimizer_settings
 
 log = logging.getLogger("conveyor")
@@ -195,7 +196,8 @@ def end_epoch(run: Run, record: dict) -> None:
     if run.ctx.is_main:
         save_checkpoint(run.out_dir, {"epoch": record["epoch"], "model": run.model.state_dict(),
                                       "optimizer": run.optimizer.state_dict(), "history": run.recorder.epochs,
-                                      "best": run.best, "config": run.recorder.config})
+                                      "best": run.best, "config": run.recorder.config,
+                                      "conveyor": provenance()})
 
 
 def finish_run(run: Run) -> TrainResult:
