@@ -88,7 +88,7 @@ def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
 
 
 def test_semaphores_are_named_after_their_process_and_only_a_dead_ones_are_swept():
-    """A live run's semaphores (this process's, named by name_semaphores) and another program's
+    """A live run's semaphores (this process's, named by semaphores_named_after_this_process) and another program's
     (no pid in the name) are never swept, mapped or not; a dead process's are."""
     other_program = Path("/dev/shm") / f"sem.mp-test-{uuid.uuid4().hex[:8]}"
     dead = Path("/dev/shm") / f"sem.{SEMAPHORE_PREFIX}{dead_pid()}-{uuid.uuid4().hex[:8]}"
