@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -64,11 +63,15 @@ def test_default_run_names_started_together_differ():
 
 def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
     """A killed synthetic generation's staging folder, a killed DDP launcher's notes, and an
-    orphaned semaphore go; the same things of a live process (this one) stay."""
-    root, dead = tmp_path / "data", dead_pid()
+    orphaned semaphore go; the same things of a live process (this one) stay.
+
+    The notes live in the run's own TMPDIR: in the shared /tmp, any conveyor run starting at the
+    same time (another test session, another user) may sweep them first, and the log line this
+    test reads would then be in that run's log, not this one's."""
+    root, dead, tmp = tmp_path / "data", dead_pid(), tmp_path / "tmp"
     cache = "scale0.0005_seed0"
     staging = {pid: root / "synthetic" / f".{cache}.{pid}.abc123" for pid in (dead, os.getpid())}
-    notes = {pid: Path(tempfile.gettempdir()) / f"conveyor-ranks-{pid}.xyz" for pid in (dead, os.getpid())}
+    notes = {pid: tmp / f"conveyor-ranks-{pid}.xyz" for pid in (dead, os.getpid())}
     for folder in [*staging.values(), *notes.values()]:
         folder.mkdir(parents=True)
         (folder / "rank0.json").write_text("{}")
@@ -76,7 +79,7 @@ def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
     orphan.write_bytes(b"\0" * 32)
     try:
         result = launch("data=synthetic", f"data.root={root}", "data.scale=0.0005", "trainer.epochs=1",
-                        "pipeline=serial", f"run.out_dir={tmp_path / 'run'}")
+                        "pipeline=serial", f"run.out_dir={tmp_path / 'run'}", env={**os.environ, "TMPDIR": str(tmp)})
         assert result.returncode == 0, result.stderr[-3000:]
         assert not staging[dead].exists() and not notes[dead].exists() and not orphan.exists()
         assert staging[os.getpid()].exists() and notes[os.getpid()].exists()
