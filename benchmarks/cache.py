@@ -45,7 +45,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=0.1, help="synthetic graph scale (1.0 = products)")
     p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", "~/.cache/conveyor/data"),
-                   help="where the synthetic graph is cached (as data.root in conf/data)")
+                   help="where the synthetic graph is cached (as data.root in conveyor/conf/data)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--batches", type=int, default=None, help="batches to run (default: one epoch)")
     p.add_argument("--batch-size", type=int, default=1024)

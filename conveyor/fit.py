@@ -1,6 +1,6 @@
 """`fit()`: the command line's run, from Python, on a graph in memory.
 
-It composes the same Hydra config as `launch.py` (conf/, with `data=memory`: the graph is the one
+It composes the same Hydra config as `launch.py` (conveyor/conf/, with `data=memory`: the graph is the one
 given, nothing is loaded), applies the keyword arguments and `overrides` (the command line's
 `KEY=VALUE` strings), checks it with the same schema and runs the same `trainer.run.train`.
 """
@@ -27,7 +27,7 @@ def fit(graph, model=None, *, optimizer: Optional[Callable] = None, overrides: S
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids).
-    model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
+    model: None (`conveyor/conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
         `torch.nn.Module` with `forward(x, layers)` (docs/design.md, "Models").
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.

@@ -4,7 +4,7 @@
     python -m partition data=synthetic data.scale=0.1 num_parts=8 partition=random sampler.fanouts=[10,10]
 
 `num_parts=K` (required) and `force=true` (partition again even when matching parts exist) are
-this command's own; every other argument is a Hydra override of conf/, as for `launch.py`: `data=`
+this command's own; every other argument is a Hydra override of conveyor/conf/, as for `launch.py`: `data=`
 and `data.*` pick the graph, `sampler.fanouts` sets the hops (L = its length), `partition=` the
 method and `partition.*` its seed, splits and folder. The parts go where `launch.py
 run.world_size=K` with the same overrides looks for them, so that run reuses them.

@@ -1,7 +1,7 @@
-"""Compose conf/ as `launch.py` does, with Hydra's own errors turned into one-paragraph ConveyorErrors.
+"""Compose conveyor/conf/ as the `conveyor` command does, Hydra's own errors as one-paragraph ConveyorErrors.
 
 Hydra reports an unknown group option, an unknown key or an override it cannot parse in ten lines
-ending in a search path; `launch.py`, `python -m partition` and the tests compose through here
+ending in a search path; `conveyor` (`launch.py`), `python -m partition` and the tests compose through here
 first, so the user reads one paragraph naming the option or key and the choices instead.
 """
 from __future__ import annotations
@@ -16,7 +16,10 @@ from omegaconf import OmegaConf
 
 from .errors import ConveyorError
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+# The Hydra YAML ships inside the conveyor package (so a wheel carries it). It is found beside this
+# package, not by importing conveyor, which sits at the top of the import order; partition and
+# conveyor are siblings both in a checkout and in site-packages.
+CONF = Path(__file__).resolve().parent.parent / "conveyor" / "conf"
 
 
 def run_id() -> str:
@@ -28,8 +31,9 @@ def run_id() -> str:
 OmegaConf.register_new_resolver("run_id", run_id, replace=True, use_cache=True)
 
 
-def compose_config(overrides: Sequence[str]):
-    """The composed run config (a DictConfig) for these command-line overrides."""
+def compose_config(overrides: Sequence[str], with_hydra: bool = False):
+    """The composed run config (a DictConfig) for these command-line overrides; `with_hydra`
+    keeps Hydra's own node too (`hydra.runtime.choices`: the option chosen in each group)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -38,7 +42,7 @@ def compose_config(overrides: Sequence[str]):
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            return compose(config_name="config", overrides=list(overrides))
+            return compose(config_name="config", overrides=list(overrides), return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConveyorError(explain_hydra_error(error)) from None
     finally:
@@ -64,7 +68,7 @@ def explain_hydra_error(error: Exception) -> str:
 
 def unknown_key_message(key: str, known: Iterable[str]) -> str:
     return (f"unknown config key {key}{did_you_mean(key, known)}; remove it or correct its name "
-            f"(`python launch.py --help` lists the keys).")
+            f"(`conveyor --help` or `python launch.py --help` lists the keys).")
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

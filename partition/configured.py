@@ -23,7 +23,8 @@ def partition_dir(cfg, world_size: int) -> Path:
     options = OmegaConf.to_container(cfg.data, resolve=True)
     root = Path(str(options.pop("root", None) or "~/.cache/conveyor/data")).expanduser()
     name = options.pop("name")
-    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()))
+    # An option left off (false or null: normalize_features, undirected, num_classes) adds nothing.
+    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if v is not False and v is not None)
     return (root / "partitions" /
             f"{name}{suffix}_K{world_size}_L{len(cfg.sampler.fanouts)}_{cfg.partition.method}")
 

@@ -1,4 +1,4 @@
-"""Compose the real Hydra config (conf/) for tests, as `launch.py` would with these overrides."""
+"""Compose the real Hydra config (conveyor/conf/) for tests, as `launch.py` would with these overrides."""
 from pathlib import Path
 
 from partition.compose import compose_config

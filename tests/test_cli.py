@@ -62,6 +62,23 @@ def test_help_lists_groups_and_keys():
         assert word in result.stdout, word
 
 
+def line_of(text: str, start: str) -> str:
+    return next(line for line in text.splitlines() if line.strip().startswith(start))
+
+
+def test_help_gives_each_key_its_default_and_meaning():
+    """The meanings are the YAML comments; the defaults follow the options given with --help."""
+    shown = launch("data=cora", "--help").stdout
+    assert "batches between reads of the loss" in line_of(shown, "trainer.log_every=50")
+    assert "neighbours drawn per node" in line_of(shown, "sampler.fanouts=[10,10]")
+    assert "Adam's learning rate" in line_of(shown, "trainer.lr=0.01")  # cora's own default
+    assert "PyG's NormalizeFeatures" in line_of(shown, "data.normalize_features=true")
+    assert "Device memory auto leaves free" in line_of(shown, "cache.reserve=1GiB")
+    assert line_of(shown, "* cora").split()[2:4] == ["Planetoid", "cora,"]
+    assert line_of(shown, "* serial")  # cora picks pipeline=serial
+    assert "conveyor: error:" in launch("model=gatv3", "--help").stderr
+
+
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, data_root):
     """SIGKILL mid-run, rerun with run.resume=true: the run finishes and its curve equals an
     uninterrupted run's, because every random stream derives from (seed, epoch)."""

@@ -83,7 +83,8 @@ def test_the_graph_sees_the_imports_it_checks():
     graph = import_graph()
     assert "partition.graph" in graph["samplers.bsp"] or "partition" in graph["samplers.bsp"]
     assert "pipeline.source" in graph["pipeline"] and "cache.configured" in graph["pipeline.stages"]
-    assert "trainer.modes" in graph["launch"] and "trainer.run" in graph["trainer.modes"]
+    assert "conveyor.cli" in graph["launch"] and "trainer.modes" in graph["conveyor.cli"]
+    assert "trainer.run" in graph["trainer.modes"]
 
 
 def test_a_stage_process_imports_neither_the_trainer_nor_pyg():

@@ -58,7 +58,7 @@ def owns_out_dir() -> bool:
 
 
 class LockOutDir(Callback):
-    """Hydra callback (conf/config.yaml, hydra.callbacks): lock run.out_dir as the run starts."""
+    """Hydra callback (conveyor/conf/config.yaml, hydra.callbacks): lock run.out_dir as the run starts."""
 
     def on_run_start(self, config, **kwargs) -> None:
         if not owns_out_dir():

@@ -151,6 +151,9 @@ DATA_OPTIONS: dict[str, Rule] = {
     "path": text(hint="the folder of your arrays"),
     "undirected": boolean(optional=True),
 }
+# custom counts the classes in y when num_classes is null; synthetic plants a number of them.
+CUSTOM_OPTIONS: dict[str, Rule] = {"num_classes": integer(2, optional=True, nullable=True,
+                                                          hint="null: one more than the largest label")}
 
 
 def check_schema(cfg: DictConfig) -> None:
@@ -158,7 +161,7 @@ def check_schema(cfg: DictConfig) -> None:
     present = leaf_keys(cfg)
     _check_key(cfg, "data.name", SCHEMA["data.name"], present)  # it decides which data.* keys exist
     rules = dict(SCHEMA)
-    rules.update({f"data.{k}": DATA_OPTIONS[k] for k in OPTIONS.get(cfg.data.name, ())})
+    rules.update(data_rules(cfg.data.name))
     rules.update({f"pipeline.{k}": CHECKED_AS_A_WHOLE for k in PIPELINE_KEYS})
     if "model._target_" in present:
         rules.update(target_model_rules(present))
@@ -169,6 +172,12 @@ def check_schema(cfg: DictConfig) -> None:
         _check_key(cfg, key, rule, present)
     if cfg.pipeline.name == "async":
         PipelineOptions.from_config(cfg.pipeline)
+
+
+def data_rules(name: str) -> dict[str, Rule]:
+    """The rules of the options dataset `name` takes (partition.datasets.OPTIONS)."""
+    own = CUSTOM_OPTIONS if name == "custom" else {}
+    return {f"data.{k}": own.get(k, DATA_OPTIONS[k]) for k in OPTIONS.get(name, ())}
 
 
 def target_model_rules(present: list) -> dict[str, Rule]:
@@ -182,7 +191,7 @@ def target_model_rules(present: list) -> dict[str, Rule]:
 def _check_key(cfg: DictConfig, key: str, rule: Rule, present: list) -> None:
     if key not in present:
         if not rule.optional:
-            raise ConveyorError(f"the config has no {key}; restore it (conf/ sets it) or give it "
+            raise ConveyorError(f"the config has no {key}; restore it (conveyor/conf/ sets it) or give it "
                                 f"on the command line, e.g. +{key}=VALUE.")
         return
     problem = rule.problem(key, _value(cfg, key))
