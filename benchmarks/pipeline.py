@@ -240,7 +240,8 @@ def run_stages(args) -> dict:
     seeds, sampler_seed = epoch_batches(args, graph, 2)
     sampler.manual_seed(sampler_seed)
     sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads)
-    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(graph.y, b, device)),
+    labels = graph.y.to(device)
+    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(labels, b)),
                                sampled, stage_threads)
     prepared = [PreparedBatch(b, x, y, BatchCost()) for b, (x, y) in zip(sampled, gathered)]
     train_epoch(model, optimizer, prepared[:1], 1, False)  # warm-up
