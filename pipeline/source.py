@@ -232,9 +232,8 @@ class AsyncBatches:
         while True:
             self._return_buffers()
             self._check_stages()
-            try:
-                message = self.ready.get(timeout=POLL_S)
-            except queue.Empty:
+            message = self._take(self.ready, "a batch from the loader")
+            if message is None:
                 self._check_held()
                 now = time.perf_counter()
                 self._check_stall(start)  # every poll: a timeout below STALL_WARN_S holds too
@@ -242,12 +241,6 @@ class AsyncBatches:
                     last_warning = now
                     self._warn_stall(now - start)
                 continue
-            except Exception as error:  # unpickling failed: most likely the loader just died
-                deadline = time.perf_counter() + DEATH_GRACE_S
-                while time.perf_counter() < deadline:  # the kernel may not have reaped it yet
-                    self._check_stages()
-                    time.sleep(0.02)
-                raise PipelineError(f"pipeline: receiving a batch from the loader failed: {error!r}")
             self.control.add("ready_taken")
             if message.job == job:
                 return message, time.perf_counter() - start
@@ -256,16 +249,28 @@ class AsyncBatches:
             for q, (s, _) in message.slots.items():  # left over from a job the trainer stopped
                 self.free[q].put(s)  # reading, and never read here: both its slots go back
 
+    def _take(self, q, what: str):
+        """The next item of `q`, or None after a poll interval without one."""
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            return None
+        except Exception as error:  # unpickling failed: most likely the sender just died
+            deadline = time.perf_counter() + DEATH_GRACE_S
+            while time.perf_counter() < deadline:  # the kernel may not have reaped it yet
+                self._check_stages()
+                time.sleep(0.02)
+            raise PipelineError(f"pipeline: receiving {what} failed: {error!r}")
+
     def _unpack(self, message: BatchMessage) -> Dict[str, Tensor]:
         """Views of the batch's tensors in its two slots, once the sampler's grown buffers it
         needs have arrived (on their own queue: see stages.py)."""
         while self._sampler_grown < message.sampler_grown:
-            try:
-                slot, grown = self.sampler_buffers.get(timeout=POLL_S)
-            except queue.Empty:
+            item = self._take(self.sampler_buffers, "a buffer from the sampler")
+            if item is None:
                 self._check_stages()
                 continue
-            self.readers["sampled"].receive(slot, grown)
+            self.readers["sampled"].receive(*item)
             self._sampler_grown += 1
         views = {}
         for q, (slot, packed) in message.slots.items():

@@ -95,6 +95,7 @@ class Stage:
         self.spec, self.control, self.name = spec, spec.control, spec.name
         self.device = torch.device(spec.device)
         self.released = ReleaseEvents(self.device, handles=spec.release_events)
+        self.free: set = set()  # free slots of the outbox taken off free_slots, not yet used
 
     def check(self) -> None:
         if self.control["stop"] or os.getppid() != self.spec.parent_pid:
@@ -118,9 +119,25 @@ class Stage:
             if time.perf_counter() > next_check:
                 self.check()
                 next_check += POLL_S
-        slot = self.get(self.spec.free_slots)
+        slot = self.take_slot()
         self.released.wait(slot)  # CUDA: what is written next waits for the trainer's last read
         self.control.add(f"{self.name}_pace_ns", (time.perf_counter() - start) * 1e9)
+        return slot
+
+    def take_slot(self) -> int:
+        """The lowest-numbered free slot. Taken in turn (the queue's order), every slot would be
+        written each round: each buffer's pages first faulted in (shared memory is fresh), more
+        memory touched. The lowest one was most likely used last, and the higher ones only
+        come into use when the pipeline needs that many batches in flight."""
+        if not self.free:
+            self.free.add(self.get(self.spec.free_slots))
+        while True:
+            try:
+                self.free.add(self.spec.free_slots.get_nowait())
+            except queue.Empty:
+                break
+        slot = min(self.free)
+        self.free.remove(slot)
         return slot
 
     def send(self, kind: str, *payload) -> None:
