@@ -72,8 +72,9 @@ class SlotWriter:
         for name, tensor in tensors.items():
             self.buffer(slot, name, tensor.shape, tensor.dtype, message).copy_(tensor)
         # The copies must be complete before the consumer looks. An event the consumer waits on
-        # would save nothing here: the sampler has just synchronized to time its sampling, and
-        # the loader reads n_id on the host (cache misses) right away.
+        # instead would save only the copy's own time on the device (the sampler has just
+        # synchronized to time its sampling), and the loader syncs on n_id at once anyway (the
+        # cache's hit/miss split reads a count on the host).
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
         return message

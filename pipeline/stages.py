@@ -94,7 +94,7 @@ class Stage:
     def __init__(self, spec: StageSpec):
         self.spec, self.control, self.name = spec, spec.control, spec.name
         self.device = torch.device(spec.device)
-        self.released = ReleaseEvents(self.device, handles=spec.release_events)
+        self.released: Optional[ReleaseEvents] = None  # opened by stage_main, on the stage's device
         self.free: set = set()  # free slots of the outbox taken off free_slots, not yet used
 
     def check(self) -> None:
@@ -125,10 +125,10 @@ class Stage:
         return slot
 
     def take_slot(self) -> int:
-        """The lowest-numbered free slot. Taken in turn (the queue's order), every slot would be
-        written each round: each buffer's pages first faulted in (shared memory is fresh), more
-        memory touched. The lowest one was most likely used last, and the higher ones only
-        come into use when the pipeline needs that many batches in flight."""
+        """The lowest-numbered free slot. Taken in the queue's order, the slots would all be used
+        in turn, each new buffer's pages faulted in on its first write and all the memory
+        touched; lowest first keeps reusing the same few, warm ones, and a higher slot comes
+        into use only when the pipeline has that many batches in flight."""
         if not self.free:
             self.free.add(self.get(self.spec.free_slots))
         while True:
@@ -160,6 +160,7 @@ def stage_main(spec: StageSpec) -> None:
         torch.set_num_threads(spec.threads)
         if stage.device.type == "cuda":  # Triton launches on the current GPU: make it this stage's
             torch.cuda.set_device(stage.device)
+        stage.released = ReleaseEvents(stage.device, handles=spec.release_events)
         BODIES[spec.name](stage, spec.graph.open())
     except Stopped:
         pass
