@@ -9,6 +9,9 @@ products-shaped graph, beside each stage's time when it runs alone.
 - overlap efficiency: async epoch time / slowest stage alone (1.0 is perfect overlap);
 - IPC overhead per batch (copying batches into and out of the shared slots) and its share of an
   iteration; peak memory of all processes (sum of RSS, and of PSS, which counts shared pages once);
+- bytes written into the pipeline's slots per batch over the bytes the batch holds (n_id, edges,
+  x, y, measured here on the trainer's side): 1.0 when each byte is written once (the pipeline's
+  BatchCost.slot_bytes; absent from pipelines that do not count them, e.g. older code);
 - on CUDA (--device cuda: sampler fused, cache degree): async with and without MPS (a private MPS
   control daemon started for the run, with its own pipe and log directories, and quit after; no
   card setting changes), and the GPU utilisation over the epochs (NVML, or nvidia-smi sampling).
@@ -18,7 +21,8 @@ Every mode runs in its own subprocess, so CUDA contexts, MPS and memory figures 
     python benchmarks/pipeline.py --scale 0.02 --device cpu --epochs 3
     python benchmarks/pipeline.py --scale 1.0 --device cuda --epochs 3
 
-Prints a table, writes JSON (default benchmarks/results/pipeline_<device>_s<scale>.json).
+Prints a table, writes it and the JSON (default benchmarks/results/pipeline_<device>_s<scale>.md
+and .json).
 """
 from __future__ import annotations
 
@@ -172,13 +176,14 @@ def run_mode(args, mode: str) -> dict:
     monitor = Monitor(args.device)
     cfg, graph, device, model, optimizer = setup(args, mode)
     source = build_batch_source(cfg, graph, device)
-    epochs, batches, warm = [], 0, None
+    epochs, batches, warm, held = [], 0, None, BatchBytes()
     try:
         for epoch in range(1, args.epochs + 1):
             monitor.recording = epoch > 1
             seeds, sampler_seed = epoch_batches(args, graph, epoch)
             start = time.perf_counter()
-            stats = train_epoch(model, optimizer, source.run(seeds, sampler_seed), len(seeds), False)
+            stats = train_epoch(model, optimizer, held.count(source.run(seeds, sampler_seed), epoch > 1),
+                                len(seeds), False)
             synchronize(device)
             epochs.append({"epoch": epoch, "time_s": time.perf_counter() - start, "loss": stats["loss"]})
             batches = len(seeds)
@@ -187,12 +192,33 @@ def run_mode(args, mode: str) -> dict:
         pipeline = steady_pipeline_stats(source, warm) if warm is not None else None
     finally:
         source.close()
-    result = {"mode": mode, "epochs": epochs, "batches_per_epoch": batches,
+    result = {"mode": mode, "epochs": epochs, "batches_per_epoch": batches, "held": held.per_batch(),
               "first_epoch_s": epochs[0]["time_s"],
               "epoch_s": sum(e["time_s"] for e in epochs[1:]) / max(len(epochs) - 1, 1),
               "pipeline": pipeline, "threads": torch.get_num_threads()}
     result.update(monitor.close())
     return result
+
+
+class BatchBytes:
+    """The bytes the batches hold, as the trainer gets them: n_id and edges, x and y."""
+
+    def __init__(self):
+        self.batches = self.graph = self.features = 0
+
+    def count(self, batches, counting: bool):
+        for pb in batches:
+            if counting:
+                b = pb.batch
+                self.batches += 1
+                self.graph += sum(t.numel() * t.element_size() for t in [b.n_id, *b.edge_index_per_hop])
+                self.features += pb.x.numel() * pb.x.element_size() + pb.y.numel() * pb.y.element_size()
+            yield pb
+
+    def per_batch(self) -> dict:
+        n = max(self.batches, 1)
+        return {"graph_bytes": self.graph / n, "feature_bytes": self.features / n,
+                "bytes": (self.graph + self.features) / n}
 
 
 def steady_pipeline_stats(source, warm: dict) -> dict:
@@ -204,6 +230,7 @@ def steady_pipeline_stats(source, warm: dict) -> dict:
             "ipc_fraction": t["ipc_s"] / wall, "trainer_wait_fraction": t["trainer_wait_s"] / wall,
             "iteration_s": wall / n, "sample_s_per_batch": t["sample_s"] / n,
             "gather_s_per_batch": t["gather_s"] / n, "train_s_per_batch": t["train_s"] / n,
+            "slot_bytes_per_batch": t["slot_bytes"] / n if "slot_bytes" in t else None,
             "first_epoch": {"ipc_s_per_batch": warm["ipc_s"] / max(warm["batches"], 1),
                             "trainer_wait_s": warm["trainer_wait_s"]},
             "limits": dict(source.pace.limits), "mps_percent": dict(source.percentages)}
@@ -240,7 +267,8 @@ def run_stages(args) -> dict:
     seeds, sampler_seed = epoch_batches(args, graph, 2)
     sampler.manual_seed(sampler_seed)
     sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads)
-    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(graph.y, b, device)),
+    labels = graph.y.to(device)
+    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(labels, b)),
                                sampled, stage_threads)
     prepared = [PreparedBatch(b, x, y, BatchCost()) for b, (x, y) in zip(sampled, gathered)]
     train_epoch(model, optimizer, prepared[:1], 1, False)  # warm-up
@@ -298,42 +326,50 @@ def summarise(args, results: dict) -> dict:
                "slowest_stage_s": slowest, "serial_overlap_efficiency": serial / slowest}
     for mode in [m for m in modes_for(args.device)[1:] if m in results]:
         r = results[mode]
+        written = r["pipeline"].get("slot_bytes_per_batch")
         summary[mode] = {"epoch_s": r["epoch_s"], "speedup_vs_serial": serial / r["epoch_s"],
                          "overlap_efficiency": r["epoch_s"] / slowest,
                          "ipc_ms_per_batch": 1e3 * r["pipeline"]["ipc_s_per_batch"],
                          "ipc_fraction_of_iteration": r["pipeline"]["ipc_fraction"],
+                         "bytes_written_per_batch": written,
+                         "bytes_held_per_batch": r["held"]["bytes"],
+                         "bytes_written_ratio": None if written is None else written / r["held"]["bytes"],
                          "trainer_wait_fraction": r["pipeline"]["trainer_wait_fraction"],
                          "peak_rss_vs_serial": r["peak_rss_bytes"] / max(results["serial"]["peak_rss_bytes"], 1),
                          "mps_percent": r["pipeline"]["mps_percent"]}
     return summary
 
 
-def print_table(args, results: dict, summary: dict) -> None:
+def table(args, results: dict, summary: dict) -> str:
     stages = results["stages"]
-    print(f"\npipeline benchmark: synthetic scale {args.scale}, {args.device}, batch {args.batch_size}, "
-          f"fanouts [{args.fanouts}], {results['serial']['batches_per_epoch']} batches/epoch, "
-          f"{os.cpu_count()} CPU cores")
-    print(f"stages alone (one epoch): sampler {stages['sampler_s']:.2f}s, loader {stages['loader_s']:.2f}s, "
-          f"trainer {stages['trainer_s']:.2f}s; sum {summary['stage_sum_s']:.2f}s, slowest "
-          f"{summary['slowest_stage_s']:.2f}s (threads: stages {stages['stage_threads']}, trainer "
-          f"{stages['trainer_threads']})")
+    lines = [f"pipeline benchmark: synthetic scale {args.scale}, {args.device}, batch {args.batch_size}, "
+             f"fanouts [{args.fanouts}], {results['serial']['batches_per_epoch']} batches/epoch, "
+             f"{os.cpu_count()} CPU cores",
+             f"stages alone (one epoch): sampler {stages['sampler_s']:.2f}s, loader {stages['loader_s']:.2f}s, "
+             f"trainer {stages['trainer_s']:.2f}s; sum {summary['stage_sum_s']:.2f}s, slowest "
+             f"{summary['slowest_stage_s']:.2f}s (threads: stages {stages['stage_threads']}, trainer "
+             f"{stages['trainer_threads']})", ""]
     header = f"{'mode':<10} {'epoch s':>8} {'vs serial':>9} {'overlap':>8} {'IPC ms/b':>9} {'IPC %':>6} " \
-             f"{'wait %':>7} {'peak RSS':>9} {'peak PSS':>9} {'GPU %':>6} {'1st epoch s':>11}"
-    print(header)
-    print("-" * len(header))
+             f"{'written':>8} {'wait %':>7} {'peak RSS':>9} {'peak PSS':>9} {'GPU %':>6} {'1st epoch s':>11}"
+    lines += [header, "-" * len(header)]
     for mode in [m for m in modes_for(args.device) if m in results]:
         r = results[mode]
         s = summary.get(mode, {})
         gpu = "-" if r.get("gpu_util_percent") is None else f"{r['gpu_util_percent']:.0f}"
-        print(f"{mode:<10} {r['epoch_s']:>8.2f} "
-              f"{s.get('speedup_vs_serial', 1.0):>8.2f}x "
-              f"{s.get('overlap_efficiency', summary['serial_overlap_efficiency']):>8.2f} "
-              f"{s['ipc_ms_per_batch'] if s else 0:>9.2f} {100 * s['ipc_fraction_of_iteration'] if s else 0:>6.2f} "
-              f"{100 * s['trainer_wait_fraction'] if s else 0:>7.1f} "
-              f"{r['peak_rss_bytes'] / 2**30:>8.2f}G {r['peak_pss_bytes'] / 2**30:>8.2f}G {gpu:>6} "
-              f"{r['first_epoch_s']:>11.2f}")
-    print("overlap = epoch time / slowest stage alone (1.0: perfect overlap); IPC = copying batches "
-          "into and out of shared slots; wait = the trainer's time waiting for a batch")
+        written = "-" if s.get("bytes_written_ratio") is None else f"{s['bytes_written_ratio']:.2f}"
+        lines.append(f"{mode:<10} {r['epoch_s']:>8.2f} "
+                     f"{s.get('speedup_vs_serial', 1.0):>8.2f}x "
+                     f"{s.get('overlap_efficiency', summary['serial_overlap_efficiency']):>8.2f} "
+                     f"{s['ipc_ms_per_batch'] if s else 0:>9.2f} "
+                     f"{100 * s['ipc_fraction_of_iteration'] if s else 0:>6.2f} "
+                     f"{written:>8} {100 * s['trainer_wait_fraction'] if s else 0:>7.1f} "
+                     f"{r['peak_rss_bytes'] / 2**30:>8.2f}G {r['peak_pss_bytes'] / 2**30:>8.2f}G {gpu:>6} "
+                     f"{r['first_epoch_s']:>11.2f}")
+    lines += ["", "overlap = epoch time / slowest stage alone (1.0: perfect overlap); IPC = copying batches "
+              "into and out of shared slots; written = bytes written into the slots / bytes the batch "
+              "holds (1.0: each byte once; -: not counted by this code); wait = the trainer's time "
+              "waiting for a batch. Epochs after the first."]
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -362,9 +398,11 @@ def main(argv=None):
     if not {"stages", "serial"} <= set(results):
         raise SystemExit("the stage or serial measurement failed; nothing to compare against")
     summary = summarise(args, results)
-    print_table(args, results, summary)
+    text = table(args, results, summary)
+    print("\n" + text)
     out = Path(args.out or REPO / "benchmarks" / "results" / f"pipeline_{args.device}_s{args.scale}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text("```\n" + text + "\n```\n")
     machine = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     if args.device == "cuda":
         import torch
@@ -374,7 +412,7 @@ def main(argv=None):
         machine["system_mps"] = detect_mps().describe()  # an MPS daemon of the machine's own would serve every mode
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "result")},
                                "machine": machine, "summary": summary, "results": results}, indent=1))
-    print(f"wrote {out}")
+    print(f"wrote {out} and {out.with_suffix('.md').name}")
 
 
 if __name__ == "__main__":

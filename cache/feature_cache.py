@@ -4,12 +4,13 @@ Layout: `rows` holds the cached nodes' features, one row per slot, on the device
 int32 map node id -> slot (-1: not cached) on the device, 4 bytes a node, so a lookup is one index
 operation instead of a hash probe. `features` is the full feature matrix in host memory.
 
-gather(n_id): look every id up in `slot`; one gather from `rows` on the device fills the output
-in n_id order (a miss gets slot 0's row as a placeholder); the misses are gathered from host
-memory into a reused staging buffer (pinned on CUDA), copied in one transfer and written over
-their placeholders. Duplicate ids are served (and counted) once per occurrence. The function
-ends with the device idle (one stream synchronisation), so its time is real and its output can
-be handed to another process.
+gather(n_id, out=None): look every id up in `slot`; one gather from `rows` on the device fills
+the output in n_id order (a miss gets slot 0's row as a placeholder); the misses are gathered
+from host memory into a reused staging buffer (pinned on CUDA), copied in one transfer and
+written over their placeholders. The output is a new tensor, or `out` (the pipeline's loader
+passes a view of the slot the batch travels in, so the features are written once). Duplicate ids
+are served (and counted) once per occurrence. The function ends with the device idle (one stream
+synchronisation), so its time is real and its output can be handed to another process.
 """
 from __future__ import annotations
 
@@ -116,22 +117,27 @@ class FeatureCache:
         return k
 
     # -- lookup ---------------------------------------------------------------------------------
-    def gather(self, n_id) -> Tensor:
-        """features[n_id] on the device, in the cache's dtype, whatever is cached."""
+    def gather(self, n_id, out: Optional[Tensor] = None) -> Tensor:
+        """features[n_id] on the device, in the cache's dtype, whatever is cached; written into
+        `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given."""
         start = time.perf_counter()
         ids = self._check_n_id(n_id)
         n, hits = ids.numel(), 0
+        if out is not None and (out.shape != (n, self.feature_dim) or out.dtype != self.dtype
+                                or out.device != self.rows.device or not out.is_contiguous()):
+            raise ValueError(f"gather: out must be a contiguous {(n, self.feature_dim)} {self.dtype} "
+                             f"tensor on {self.rows.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
         if self.slot is not None and n:
             valid = (ids >= 0) & (ids < self.num_nodes)  # invalid ids become misses, which are
             slots = self.slot[ids.clamp(0, self.num_nodes - 1)].masked_fill_(~valid, -1)  # checked
             miss_pos = (slots < 0).nonzero().squeeze(1)
             hits = n - miss_pos.numel()
         if hits == 0:
-            out = self._from_host(ids)
+            out = self._from_host(ids, out)
         else:
             # One gather on the device for the hits (misses borrow slot 0 for now), then the
             # misses, gathered on the host and copied in one transfer, overwrite their rows.
-            out = self.rows.index_select(0, slots.clamp(min=0))
+            out = torch.index_select(self.rows, 0, slots.clamp(min=0), out=out)
             if hits < n:
                 rows = self._host_rows(ids[miss_pos])
                 out.index_copy_(0, miss_pos, rows.to(self.device, non_blocking=True))
@@ -163,11 +169,12 @@ class FeatureCache:
         buffer = self._staging_rows(ids.numel())
         return torch.index_select(self.features, 0, ids, out=buffer)
 
-    def _from_host(self, ids: Tensor) -> Tensor:
-        """features[ids] as a new tensor on the device (every id a miss)."""
+    def _from_host(self, ids: Tensor, out: Optional[Tensor]) -> Tensor:
+        """features[ids] on the device, in `out` or a new tensor (every id a miss)."""
         if self.on_cuda:
-            return self._host_rows(ids).to(self.device, non_blocking=True)
-        return self.features.index_select(0, self._host_ids(ids))  # never the reused buffer
+            rows = self._host_rows(ids)
+            return rows.to(self.device, non_blocking=True) if out is None else out.copy_(rows, non_blocking=True)
+        return torch.index_select(self.features, 0, self._host_ids(ids), out=out)  # never the staging buffer
 
     def _staging_rows(self, k: int) -> Tensor:
         # Reused between batches: pinning is slow, and on CPU fresh pages cost page faults. Safe

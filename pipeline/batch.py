@@ -7,6 +7,7 @@ its nodes, the labels of its seeds, and one cost record that each stage adds its
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -22,6 +23,7 @@ class BatchCost:
     sample_s: float = 0.0
     gather_s: float = 0.0
     ipc_s: float = 0.0  # copying into and out of the pipeline's slots, summed over the stages
+    slot_bytes: int = 0  # bytes written into the pipeline's slots, summed over the stages
     cache_hits: int = 0
     cache_misses: int = 0
     bytes_from_host: int = 0
@@ -32,8 +34,8 @@ class BatchCost:
                               for k in ("hits", "misses", "bytes_from_host"))
         return replace(self, gather_s=gather_s, cache_hits=hits, cache_misses=misses, bytes_from_host=host)
 
-    def plus_ipc(self, seconds: float) -> "BatchCost":
-        return replace(self, ipc_s=self.ipc_s + seconds)
+    def plus_ipc(self, seconds: float, slot_bytes: int = 0) -> "BatchCost":
+        return replace(self, ipc_s=self.ipc_s + seconds, slot_bytes=self.slot_bytes + slot_bytes)
 
 
 @dataclass
@@ -44,9 +46,10 @@ class PreparedBatch:
     cost: BatchCost
 
 
-def seed_labels(labels: Tensor, batch: SampledBatch, device) -> Tensor:
-    """The labels of the batch's seeds (its first nodes), on `device`: the one label formula."""
-    return labels[batch.seeds.cpu()].to(device)
+def seed_labels(labels: Tensor, batch: SampledBatch, out: Optional[Tensor] = None) -> Tensor:
+    """The labels of the batch's seeds (its first nodes), gathered where `labels` and the batch
+    are (the training device), into `out` if given: the one label formula."""
+    return torch.index_select(labels, 0, batch.seeds, out=out)
 
 
 def synchronize(device: torch.device) -> None:

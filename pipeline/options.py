@@ -30,8 +30,17 @@ class PipelineOptions:
 
     @property
     def slots(self) -> int:
-        """Slots per queue: one per batch it may hold, one its producer fills, one its consumer reads."""
+        """Slots of the ready queue: one per batch it may hold, one the loader fills, one the
+        trainer reads."""
         return self.depth + 2
+
+    @property
+    def sampled_slots(self) -> int:
+        """Slots of the sampled queue: a sampled slot travels on with its batch until the trainer
+        is done with it (stages.py), so as many as the two queues' batches: the ready queue's
+        slots, plus one per batch the sampled queue may hold, one the sampler fills and one the
+        loader reads."""
+        return 2 * (self.depth + 2)
 
     @classmethod
     def from_config(cls, c) -> "PipelineOptions":

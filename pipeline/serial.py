@@ -20,8 +20,9 @@ class SerialBatches:
     def __init__(self, sampler, cache, labels: Tensor, device, batch_ratio: float = 1.0):
         """`batch_ratio`: the run's largest batch over its training batch (memory.py), so an
         auto cache leaves room for it."""
-        self.sampler, self.cache, self.labels = sampler, cache, labels
         self.device = torch.device(device)
+        self.sampler, self.cache = sampler, cache
+        self.labels = labels.to(self.device)  # once: each batch's labels are gathered on the device
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
 
@@ -39,7 +40,7 @@ class SerialBatches:
             t1 = time.perf_counter()
             before = self.cache.stats()
             x = self.cache.gather(batch.n_id)
-            y = seed_labels(self.labels, batch, self.device)
+            y = seed_labels(self.labels, batch)
             synchronize(self.device)
             cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, self.cache.stats())
             yield PreparedBatch(batch, x, y, cost)

@@ -7,9 +7,11 @@ i+2 (or further ahead, as the pace controller allows). `run(seed_batches, sample
 exactly the PreparedBatches SerialBatches would, in the same order: one sampler process, reseeded
 per run, and FIFO queues. So the same seed gives the same losses in both modes.
 
-A PreparedBatch here is a set of views into a recycled buffer of the pipeline (slots.py); the
-buffer goes back to the loader once the trainer has dropped every tensor of the batch. A caller
-that keeps batches must copy them; one that keeps all of them at once gets an error, not a hang.
+A PreparedBatch here is a set of views into two recycled slots of the pipeline (slots.py): n_id
+and the edges in the sampler's, x and y in the loader's, each written there once (stages.py).
+Both slots go back to their producers once the trainer has dropped every tensor of the batch (on
+CUDA with no host sync: `_return_buffers`). A caller that keeps batches must copy them; one that
+keeps all of them at once gets an error, not a hang.
 
 Faults: a stage that raises or dies ends the run with a PipelineError holding its traceback (or
 how it died) within a poll interval; every wait polls the other processes, and close() stops
@@ -50,7 +52,7 @@ from .shutdown import (
     spawning,
     stop_processes,
 )
-from .slots import SlotReader
+from .slots import ReleaseEvents, SlotReader
 from .stages import POLL_S, BatchMessage, StageSpec, stage_main
 
 log = logging.getLogger("conveyor")
@@ -85,7 +87,7 @@ class AsyncBatches:
         self.steps = {"train": 0, "eval": 0}  # batches served per phase: the TensorBoard steps
         self.phase = "train"
         self.totals = {"batches": 0, "trainer_wait_s": 0.0, "ipc_s": 0.0, "sample_s": 0.0,
-                       "gather_s": 0.0, "train_s": 0.0, "wall_s": 0.0}
+                       "gather_s": 0.0, "train_s": 0.0, "wall_s": 0.0, "slot_bytes": 0, "batch_bytes": 0}
         self.peak = BatchPeak(self.device)
         self._closed = False
         self._start()
@@ -96,28 +98,34 @@ class AsyncBatches:
         o = self.options
         self.control = Control()
         self.control["limit_sampled"] = self.control["limit_ready"] = o.depth
-        self.slots = o.slots
+        self.slots = o.slots  # of the ready queue: the batches the trainer may hold
         with semaphores_named_after_this_process():  # a killed run's are then swept by name
             self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
-            self.sampled_free, self.ready_free = ctx.Queue(), ctx.Queue()
+            self.free = {"sampled": ctx.Queue(), "ready": ctx.Queue()}
+            self.sampler_buffers = ctx.Queue()  # the sampler's grown buffers, (slot, {name: buffer})
             self.events = ctx.SimpleQueue()
-        for slot in range(self.slots):
-            self.sampled_free.put(slot)
-            self.ready_free.put(slot)
-        self.reader = SlotReader()
-        self._released: deque = deque()
+        counts = {"sampled": o.sampled_slots, "ready": o.slots}
+        for q, count in counts.items():
+            for slot in range(count):
+                self.free[q].put(slot)
+        self.release_events = {q: ReleaseEvents(self.device, count) for q, count in counts.items()}
+        self.readers = {q: SlotReader() for q in QUEUES}
+        self._sampler_grown = 0  # grown sampled buffers read from sampler_buffers
+        self._released: deque = deque()  # per batch the trainer is done with: its (queue, slot)s
         self._handed = self._returned = 0
         self.pace = PaceController(QUEUES, o.depth, o.interval, o.patience, o.wait_fraction)
         self._window = (time.perf_counter(), self.control.snapshot(), 0.0, 0.0)
-        links = {"sampler": (self.jobs, self.sampled, self.sampled_free, None),
-                 "loader": (self.sampled, self.ready, self.ready_free, self.sampled_free)}
+        links = {"sampler": (self.jobs, self.sampled, self.free["sampled"], None, self.sampler_buffers,
+                             self.release_events["sampled"].handles()),
+                 "loader": (self.sampled, self.ready, self.free["ready"], self.free["sampled"], None,
+                            self.release_events["ready"].handles())}
         self.processes = {}
         self._ready: Dict[str, float] = {}
         self._started = time.perf_counter()
         for name in STAGES:
-            inbox, outbox, free_slots, inbox_free = links[name]
+            inbox, outbox, free_slots, inbox_free, grown_out, release_events = links[name]
             spec = StageSpec(name, os.getpid(), self.control, self.events, inbox, outbox, free_slots,
-                             inbox_free, self.graph, str(self.device), o.threads,
+                             inbox_free, grown_out, release_events, self.graph, str(self.device), o.threads,
                              self.stage_options[name], die_with_parent=in_main_thread())
             env = {PERCENT_ENV: str(self.percentages[name])} if name in self.percentages else {}
             proc = self.processes[name] = ctx.Process(target=stage_main, args=(spec,),
@@ -134,11 +142,11 @@ class AsyncBatches:
     def _stop(self) -> None:
         self.control["stop"] = 1
         stop_processes(self.processes.values())
-        for q in (self.jobs, self.sampled, self.ready, self.sampled_free, self.ready_free):
+        for q in (self.jobs, self.sampled, self.ready, *self.free.values(), self.sampler_buffers):
             q.cancel_join_thread()  # what is still buffered has no reader any more
             q.close()
         self.events.close()
-        self.reader = SlotReader()
+        self.readers = {q: SlotReader() for q in QUEUES}
 
     def close(self) -> None:
         """Stop the stage processes (also after an error or an interrupt); idempotent."""
@@ -191,10 +199,11 @@ class AsyncBatches:
                 raise PipelineError(f"pipeline: batch {message.index} arrived where batch {index} "
                                     f"was due; the stages lost their order (a bug).")
             start = time.perf_counter()
-            views = self.reader.unpack(message.slot, message.packed)
+            views = self._unpack(message)
             batch = PreparedBatch(SampledBatch.from_tensors(views, message.counts), views["x"], views["y"],
                                   message.cost)
-            self._lease(message.slot, list(views.values()))
+            self._lease([(q, slot) for q, (slot, _) in message.slots.items()], list(views.values()))
+            held_bytes = sum(v.numel() * v.element_size() for v in views.values())
             del views
             ipc_s = message.cost.ipc_s + time.perf_counter() - start
             given = time.perf_counter()
@@ -204,7 +213,7 @@ class AsyncBatches:
             train_s = time.perf_counter() - given
             self._measure_batch_memory()
             self.control.add("trained")
-            self._account(message, depths, waited, ipc_s, train_s)
+            self._account(message, depths, waited, ipc_s, train_s, held_bytes)
             now = time.perf_counter()  # wall time per batch: a run left half-way counts right
             self.totals["wall_s"] += now - last
             last = now
@@ -223,9 +232,8 @@ class AsyncBatches:
         while True:
             self._return_buffers()
             self._check_stages()
-            try:
-                message = self.ready.get(timeout=POLL_S)
-            except queue.Empty:
+            message = self._take(self.ready, "a batch from the loader")
+            if message is None:
                 self._check_held()
                 now = time.perf_counter()
                 self._check_stall(start)  # every poll: a timeout below STALL_WARN_S holds too
@@ -233,38 +241,65 @@ class AsyncBatches:
                     last_warning = now
                     self._warn_stall(now - start)
                 continue
-            except Exception as error:  # unpickling failed: most likely the loader just died
-                deadline = time.perf_counter() + DEATH_GRACE_S
-                while time.perf_counter() < deadline:  # the kernel may not have reaped it yet
-                    self._check_stages()
-                    time.sleep(0.02)
-                raise PipelineError(f"pipeline: receiving a batch from the loader failed: {error!r}")
             self.control.add("ready_taken")
             if message.job == job:
                 return message, time.perf_counter() - start
-            self.reader.unpack(message.slot, message.packed)  # it may bring a grown buffer
-            self.ready_free.put(message.slot)  # left over from a job the trainer stopped reading
+            slot, packed = message.slots["ready"]
+            self.readers["ready"].receive(slot, packed["grown"])  # it may bring a grown buffer
+            for q, (s, _) in message.slots.items():  # left over from a job the trainer stopped
+                self.free[q].put(s)  # reading, and never read here: both its slots go back
 
-    def _lease(self, slot: int, views: List[Tensor]) -> None:
-        """Give `slot` back to the loader once every view of it is gone."""
+    def _take(self, q, what: str):
+        """The next item of `q`, or None after a poll interval without one."""
+        try:
+            return q.get(timeout=POLL_S)
+        except queue.Empty:
+            return None
+        except Exception as error:  # unpickling failed: most likely the sender just died
+            deadline = time.perf_counter() + DEATH_GRACE_S
+            while time.perf_counter() < deadline:  # the kernel may not have reaped it yet
+                self._check_stages()
+                time.sleep(0.02)
+            raise PipelineError(f"pipeline: receiving {what} failed: {error!r}")
+
+    def _unpack(self, message: BatchMessage) -> Dict[str, Tensor]:
+        """Views of the batch's tensors in its two slots, once the sampler's grown buffers it
+        needs have arrived (on their own queue: see stages.py)."""
+        while self._sampler_grown < message.sampler_grown:
+            item = self._take(self.sampler_buffers, "a buffer from the sampler")
+            if item is None:
+                self._check_stages()
+                continue
+            self.readers["sampled"].receive(*item)
+            self._sampler_grown += 1
+        views = {}
+        for q, (slot, packed) in message.slots.items():
+            views.update(self.readers[q].unpack(slot, packed))
+        return views
+
+    def _lease(self, slots: List[tuple], views: List[Tensor]) -> None:
+        """Give the batch's `slots` ((queue, slot) pairs) back once every view of them is gone."""
         released, pending = self._released, [len(views)]
 
         def drop():
             pending[0] -= 1
             if pending[0] == 0:
-                released.append(slot)
+                released.append(slots)
 
         for view in views:
             weakref.finalize(view, drop).atexit = False
         self._handed += 1
 
     def _return_buffers(self) -> None:
-        if not self._released:
-            return
-        if self.device.type == "cuda":  # the trainer's kernels may still be reading them
-            torch.cuda.current_stream(self.device).synchronize()
+        """Put the released slots on their producers' free queues. On CUDA the trainer's kernels
+        may still be reading them: each slot's release event is recorded on the trainer's stream
+        first, after every kernel queued so far (the batch's tensors are gone, so no later kernel
+        reads them), and the producer's stream waits on it before rewriting the slot
+        (Stage.acquire). Neither side waits on the host. On the CPU the reads are done."""
         while self._released:
-            self.ready_free.put(self._released.popleft())
+            for q, slot in self._released.popleft():
+                self.release_events[q].release(slot)
+                self.free[q].put(slot)
             self._returned += 1
 
     def _check_held(self) -> None:
@@ -368,9 +403,11 @@ class AsyncBatches:
                      status.describe(), o.mps_warmup)
 
     def _account(self, message: BatchMessage, depths: dict, waited: float, ipc_s: float,
-                 train_s: float) -> None:
+                 train_s: float, held_bytes: int) -> None:
         t = self.totals
         t["batches"] += 1
+        t["slot_bytes"] += message.cost.slot_bytes
+        t["batch_bytes"] += held_bytes
         t["trainer_wait_s"] += waited
         t["ipc_s"] += ipc_s
         t["sample_s"] += message.cost.sample_s
@@ -456,4 +493,6 @@ class AsyncBatches:
                 "ipc_s_per_batch": t["ipc_s"] / n, "ipc_fraction": t["ipc_s"] / n / max(iteration, 1e-9),
                 "sample_s_per_batch": t["sample_s"] / n, "gather_s_per_batch": t["gather_s"] / n,
                 "train_s_per_batch": t["train_s"] / n, "iteration_s": iteration,
+                "slot_bytes_per_batch": t["slot_bytes"] / n, "batch_bytes_per_batch": t["batch_bytes"] / n,
+                "bytes_written_ratio": t["slot_bytes"] / max(t["batch_bytes"], 1),
                 "limits": dict(self.pace.limits), "mps_percent": dict(self.percentages)}

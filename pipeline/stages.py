@@ -1,13 +1,27 @@
 """The bodies of the two stage processes, the sampler and the feature loader.
 
     trainer --jobs--> sampler --sampled--> loader --ready--> trainer
-            <--free slots--   <--free slots--
+            <--free sampled slots-----------------------------
+                                 <--free ready slots----------
+    sampler --grown sampled buffers--> trainer
 
 A job is one `run()` call of the trainer: its seed batches and sampler seed. The sampler reseeds
 and samples the batches in order, as SerialBatches does; the loader gathers each batch's features
 (through the cache) and labels. Batches travel in recycled slots (slots.py), counters and switches
 are shared (control.py). Every wait polls the stop switch and the parent, so a stage can always
 be stopped and never outlives the trainer; an exception goes back to the trainer with its traceback.
+
+Each tensor of a batch is written once, into the slot it reaches the trainer in: the sampler
+copies n_id and the edges into a sampled slot; the loader reads them there, gathers the features
+and labels straight into a ready slot (`cache.gather(out=)`), and passes the sampled slot on
+instead of copying it. So the trainer holds two slots per batch and releases both once it has
+dropped the batch; the loader releases a sampled slot itself only for a batch it drops (a job the
+trainer stopped reading). A sampled slot is thus in use from sampling to the end of training, so
+the sampled queue has as many slots as both queues together (PipelineOptions.sampled_slots): the
+sampler is never held back by slots more than by its pace limit, and the slot counts still bound
+the memory in flight. A grown sampled buffer reaches the loader with its message and the trainer
+on a queue of its own (a CUDA tensor received by IPC cannot be sent on); each message counts the
+buffers the sampler had sent, so the trainer knows how many to read before it looks at the batch.
 """
 from __future__ import annotations
 
@@ -17,7 +31,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from omegaconf import OmegaConf
@@ -32,7 +46,7 @@ from .memory import batch_room, largest_batch_ratio
 from .options import PipelineOptions
 from .sharing import GraphHandle
 from .shutdown import die_with_parent, ignore_interrupts, name_process
-from .slots import SlotReader, SlotWriter
+from .slots import ReleaseEvents, SlotReader, SlotWriter, new_message
 
 POLL_S = 0.1  # longest a wait goes without looking at the stop switch and the other processes
 PACE_SLEEP_S = 0.001  # a producer at its pace limit sleeps this long before looking again
@@ -47,10 +61,11 @@ class BatchMessage:
     """What crosses a queue per batch: where its tensors are, and what it cost so far."""
     job: int
     index: int
-    slot: int
-    packed: dict  # SlotWriter.pack
+    slots: Dict[str, Tuple[int, dict]]  # queue -> (its slot holding tensors of the batch, that
+    # slot's part of the message: SlotWriter.pack); "sampled" only, then "sampled" and "ready"
     counts: List[int]  # num_nodes_per_hop
     cost: BatchCost
+    sampler_grown: int  # grown sampled buffers the sampler had sent the trainer by this batch
 
 
 @dataclass
@@ -62,8 +77,10 @@ class StageSpec:
     events: Any  # SimpleQueue to the trainer: ("ready" | "log" | "error", stage, ...)
     inbox: Any  # sampler: jobs; loader: sampled batches
     outbox: Any  # sampler: sampled batches; loader: ready batches
-    free_slots: Any  # the slots of this stage's outbox its consumer has released
-    inbox_free: Optional[Any]  # loader: where the sampler's slots go back
+    free_slots: Any  # the slots of this stage's outbox its consumers have released
+    inbox_free: Optional[Any]  # loader: where the sampler's slots go back (of a dropped batch)
+    grown_out: Optional[Any]  # sampler: its grown buffers, to the trainer
+    release_events: List[bytes]  # CUDA: the IPC handles of the trainer's ReleaseEvents of the outbox
     graph: GraphHandle
     device: str
     threads: int
@@ -77,6 +94,8 @@ class Stage:
     def __init__(self, spec: StageSpec):
         self.spec, self.control, self.name = spec, spec.control, spec.name
         self.device = torch.device(spec.device)
+        self.released: Optional[ReleaseEvents] = None  # opened by stage_main, on the stage's device
+        self.free: set = set()  # free slots of the outbox taken off free_slots, not yet used
 
     def check(self) -> None:
         if self.control["stop"] or os.getppid() != self.spec.parent_pid:
@@ -100,8 +119,25 @@ class Stage:
             if time.perf_counter() > next_check:
                 self.check()
                 next_check += POLL_S
-        slot = self.get(self.spec.free_slots)
+        slot = self.take_slot()
+        self.released.wait(slot)  # CUDA: what is written next waits for the trainer's last read
         self.control.add(f"{self.name}_pace_ns", (time.perf_counter() - start) * 1e9)
+        return slot
+
+    def take_slot(self) -> int:
+        """The lowest-numbered free slot. Taken in the queue's order, the slots would all be used
+        in turn, each new buffer's pages faulted in on its first write and all the memory
+        touched; lowest first keeps reusing the same few, warm ones, and a higher slot comes
+        into use only when the pipeline has that many batches in flight."""
+        if not self.free:
+            self.free.add(self.get(self.spec.free_slots))
+        while True:
+            try:
+                self.free.add(self.spec.free_slots.get_nowait())
+            except queue.Empty:
+                break
+        slot = min(self.free)
+        self.free.remove(slot)
         return slot
 
     def send(self, kind: str, *payload) -> None:
@@ -115,7 +151,7 @@ def stage_main(spec: StageSpec) -> None:
         die_with_parent()
     name_process(f"conveyor:{spec.name}")
     stage = Stage(spec)
-    for q in (spec.outbox, spec.inbox_free):  # never wait on unread data when leaving
+    for q in (spec.outbox, spec.inbox_free, spec.grown_out):  # never wait on unread data when leaving
         if q is not None:
             q.cancel_join_thread()
     code = 0
@@ -124,6 +160,7 @@ def stage_main(spec: StageSpec) -> None:
         torch.set_num_threads(spec.threads)
         if stage.device.type == "cuda":  # Triton launches on the current GPU: make it this stage's
             torch.cuda.set_device(stage.device)
+        stage.released = ReleaseEvents(stage.device, handles=spec.release_events)
         BODIES[spec.name](stage, spec.graph.open())
     except Stopped:
         pass
@@ -144,7 +181,7 @@ def run_sampler(stage: Stage, graph) -> None:
     spec, control, o = stage.spec, stage.control, stage.spec.options
     sampler = build_sampler(o["sampler"], graph, o["fanouts"], device=stage.device, seed=o["seed"],
                             deterministic=o.get("deterministic", True))
-    writer, per_call = SlotWriter(stage.device), o.get("superbatch", 1)
+    writer, per_call, grown_sent = SlotWriter(stage.device), o.get("superbatch", 1), 0
     stage.send("ready", os.getpid(), f"{o['sampler']} sampler on {stage.device}")
     while True:
         job, seeds, sizes, sampler_seed = stage.get(spec.inbox)
@@ -162,10 +199,15 @@ def run_sampler(stage: Stage, graph) -> None:
                 if control["job"] != job:
                     break
                 slot = stage.acquire("sampled")
-                begin = time.perf_counter()
+                begin, written = time.perf_counter(), writer.bytes_written
                 packed = writer.pack(slot, batch.to_tensors())
-                message = BatchMessage(job, index, slot, packed, batch.num_nodes_per_hop.tolist(),
-                                       BatchCost(sample_s=sample_s, ipc_s=time.perf_counter() - begin))
+                if packed["grown"]:  # the trainer reads this slot too: it needs the new buffers
+                    spec.grown_out.put((slot, packed["grown"]))
+                    grown_sent += 1
+                cost = BatchCost(sample_s=sample_s).plus_ipc(time.perf_counter() - begin,
+                                                             writer.bytes_written - written)
+                message = BatchMessage(job, index, {"sampled": (slot, packed)},
+                                       batch.num_nodes_per_hop.tolist(), cost, grown_sent)
                 control.add("sampler_busy_ns", sample_s * 1e9)
                 control.add("sampled")
                 spec.outbox.put(message)
@@ -175,6 +217,7 @@ def run_loader(stage: Stage, graph) -> None:
     spec, control = stage.spec, stage.control
     cache = cache_from_config(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
     fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
+    labels = graph.y.to(stage.device)  # once: each batch's labels are gathered on the device
     reader, writer = SlotReader(), SlotWriter(stage.device)
     stage.send("ready", os.getpid(), repr(cache))
     while True:
@@ -183,40 +226,52 @@ def run_loader(stage: Stage, graph) -> None:
         got = time.perf_counter()
         control.add("loader_wait_ns", (got - start) * 1e9)
         control.add("sampled_taken")
-        views = reader.unpack(message.slot, message.packed)
+        sampled_slot, sampled = message.slots["sampled"]
+        views = reader.unpack(sampled_slot, sampled)
         if message.job != control["job"]:  # a job the trainer stopped reading
             del views
-            spec.inbox_free.put(message.slot)
+            spec.inbox_free.put(sampled_slot)
             continue
         if fit_pending and control["trained"] >= WARMUP_BATCHES:
             fit_pending = False
-            fit_cache(stage, cache, writer)
+            fit_cache(stage, cache, reader, writer)
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
-        begin = time.perf_counter()
+        begin, written = time.perf_counter(), writer.bytes_written
         before = cache.stats()
-        batch = SampledBatch.from_tensors(views, message.counts)
-        x = cache.gather(batch.n_id)
-        y = seed_labels(graph.y, batch, stage.device)
+        packed = gather_into_slot(cache, labels, SampledBatch.from_tensors(views, message.counts),
+                                  writer, slot)
         synchronize(stage.device)
         gathered = time.perf_counter()
-        packed = writer.pack(slot, {**views, "x": x, "y": y})
-        del views, batch
-        spec.inbox_free.put(message.slot)  # the sampler's buffers are copied: give them back
+        del views  # the sampled slot now belongs to the trainer, which releases it
         cost = message.cost.gathered(gathered - begin, before, cache.stats())
-        cost = cost.plus_ipc((unpacked - got) + (time.perf_counter() - gathered))
-        message = BatchMessage(message.job, message.index, slot, packed, message.counts, cost)
+        cost = cost.plus_ipc(unpacked - got, writer.bytes_written - written)
+        forwarded = {"shapes": sampled["shapes"], "grown": {}}  # the trainer gets grown buffers apart
+        message = BatchMessage(message.job, message.index,
+                               {"sampled": (sampled_slot, forwarded), "ready": (slot, packed)},
+                               message.counts, cost, message.sampler_grown)
         control.add("loader_busy_ns", cost.gather_s * 1e9)
         control.add("loaded")
         spec.outbox.put(message)
 
 
-def fit_cache(stage: Stage, cache, writer: SlotWriter) -> None:
+def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slot: int) -> dict:
+    """The batch's features and labels, gathered straight into `slot`'s buffers; the message part."""
+    message = new_message()
+    x = writer.buffer(slot, "x", (batch.n_id.numel(), cache.feature_dim), cache.dtype, message)
+    cache.gather(batch.n_id, out=x)
+    y = writer.buffer(slot, "y", batch.seeds.shape, labels.dtype, message)
+    seed_labels(labels, batch, out=y)
+    return message
+
+
+def fit_cache(stage: Stage, cache, reader: SlotReader, writer: SlotWriter) -> None:
     """Size an auto cache, leaving room for the run's largest batch (memory.py): in the trainer
-    (its measured batch memory) and in this stage's slots, which all grow with the batches."""
+    (its measured batch memory) and in the slots of both queues, which all grow with the batches."""
     cfg = stage.spec.options["cfg"]
-    slots = PipelineOptions.from_config(cfg["pipeline"]).slots
-    batch_bytes = stage.control["batch_bytes"] + slots * writer.largest_slot_bytes
+    options = PipelineOptions.from_config(cfg["pipeline"])
+    batch_bytes = (stage.control["batch_bytes"] + options.slots * writer.largest_slot_bytes
+                   + options.sampled_slots * reader.largest_slot_bytes)
     room = batch_room(batch_bytes, largest_batch_ratio(OmegaConf.create(cfg["trainer"])))
     cache.fit_to_free_memory(batch_room=room)
     stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")

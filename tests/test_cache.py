@@ -72,6 +72,19 @@ def test_hit_and_miss_counts_are_exact():
     assert stats["capacity_nodes"] == 3  # resetting counters keeps the cache
 
 
+@pytest.mark.parametrize("policy", ["degree", "none"])  # hits and misses; misses only
+def test_gather_writes_into_the_given_tensor(policy):
+    """What the pipeline's loader does: the rows land in `out` (a view of its slot), not a copy."""
+    graph = hand_graph()
+    cache = build_cache(policy, graph, capacity=0.5)
+    buffer = torch.full((20,), -1.0)
+    out = buffer[:12].view(3, 4)
+    assert cache.gather(torch.tensor([3, 0, 5]), out=out).data_ptr() == buffer.data_ptr()
+    assert torch.equal(out, graph.x[[3, 0, 5]]) and (buffer[12:] == -1).all()
+    with pytest.raises(ValueError, match="out must be"):
+        cache.gather(torch.tensor([3, 0]), out=out)
+
+
 def test_none_policy_reads_everything_from_host():
     graph = hand_graph()
     cache = build_cache("none", graph, capacity=1.0)

@@ -176,6 +176,25 @@ def test_async_batches_equal_serial_batches(pipeline):
     assert assert_same_batches(source.run(evaluation, 7), serial.run(evaluation, 7)) == 3
 
 
+def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
+    """n_id and the edges are copied once, into the sampler's slot, and passed on; x and y are
+    gathered straight into the loader's: the bytes written per batch are the bytes it holds
+    (12 float32 features a node, int64 ids, edges and labels). Before: n_id and the edges twice."""
+    graph, source, serial = pipeline
+    seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=7)[:4]
+    before = dict(source.totals)
+    expected = []
+    for a, s in zip(source.run(seeds, 11), serial.run(seeds, 11), strict=True):
+        n, seeds_in_batch = s.batch.n_id.numel(), s.y.numel()
+        edges = s.batch.num_sampled_edges
+        held = 8 * n + 2 * 8 * edges + 4 * 12 * n + 8 * seeds_in_batch
+        assert a.cost.slot_bytes == held, (a.cost.slot_bytes, held)
+        expected.append(held)
+    assert source.totals["slot_bytes"] - before["slot_bytes"] == sum(expected)
+    assert source.totals["batch_bytes"] - before["batch_bytes"] == sum(expected)
+    assert source.stats()["bytes_written_ratio"] == 1.0  # every batch of this pipeline so far
+
+
 def test_an_abandoned_run_does_not_leak_into_the_next(pipeline):
     graph, source, serial = pipeline
     seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=3)
