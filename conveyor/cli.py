@@ -36,9 +36,11 @@ def print_help(overrides: list) -> None:
     """`--help`, with the options and defaults the other arguments choose (`data=cora --help`)."""
     from .usage import help_text
     try:
-        print(help_text([arg for arg in overrides if arg not in HELP_FLAGS]))
+        print(help_text([arg for arg in overrides if arg not in HELP_FLAGS]), flush=True)
     except ConveyorError as error:
         fail(error)
+    except BrokenPipeError:  # `conveyor --help | head`: the reader has all it wanted
+        sys.stdout = None  # nothing left to flush at exit, so no second error there
 
 
 def fail(error: ConveyorError) -> None:
