@@ -141,3 +141,30 @@ def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(t
     eval_steps = [e.step for e in events.Scalars("pipeline_eval/queue/ready")]
     assert eval_steps == list(range(len(eval_steps))) and eval_steps
     assert [e.value for e in events.Scalars("epoch/lr")] == pytest.approx([0.003, 0.003])
+
+
+def test_tensorboard_has_the_lr_the_val_loss_and_the_hparams(tmp_path, data_root):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    final, metrics = run(tmp_path, "tb", "data=cora", f"data.root={data_root}", "trainer.epochs=4",
+                         "trainer.eval_every=2", "trainer.lr_schedule=step", "trainer.lr_step_size=1",
+                         "trainer.lr_gamma=0.5")
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    lr = [(s.step, s.value) for s in events.Scalars("epoch/lr")]
+    assert lr == [(1, pytest.approx(0.01)), (2, pytest.approx(0.005)), (3, pytest.approx(0.0025)),
+                  (4, pytest.approx(0.00125))]
+    val_loss = [(s.step, s.value) for s in events.Scalars("epoch/val_loss")]
+    assert val_loss == [(e["epoch"], pytest.approx(e["val_loss"])) for e in metrics["epochs"] if "val_loss" in e]
+    assert [step for step, _ in val_loss] == [2, 4]
+
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hparams = start.session_start_info.hparams
+    assert hparams["trainer.lr_schedule"].string_value == "step"
+    assert hparams["trainer.lr"].number_value == pytest.approx(0.01)
+    assert hparams["sampler.fanouts"].string_value == "[10, 10]"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert {"hparam/test_acc", "hparam/best_val_acc"} <= {m.name.tag for m in experiment.metric_infos}
+    for key in ("test_acc", "best_val_acc", "test_acc_at_best_val"):
+        assert events.Scalars(f"hparam/{key}")[0].value == pytest.approx(final[key])
