@@ -1,7 +1,12 @@
 """`checkpoints/best.pt` (the model at the best validation accuracy) and early stopping by
 `trainer.patience`, checked against the run's own recorded history."""
+import dataclasses
+
+import pytest
 import torch
 
+import conveyor
+from partition import ConveyorError
 from partition.datasets import load_configured
 from tests.configs import make_config
 from tests.test_training import run
@@ -67,3 +72,11 @@ def test_early_stopping_stops_where_the_history_says(tmp_path, data_root):
     more, metrics = run(tmp_path, "run", *common, "run.resume=true", "trainer.patience=null",
                         f"trainer.epochs={stop + 1}")
     assert more["epochs"] == stop + 1 and more["stopped_early"] is False and more["stopped_epoch"] is None
+
+
+def test_patience_without_validation_nodes_is_refused(tmp_path, cora):
+    graph = dataclasses.replace(cora, val_idx=None)
+    with pytest.raises(ConveyorError, match="trainer.patience=3 watch the validation accuracy, but the graph has no"):
+        conveyor.fit(graph, out_dir=str(tmp_path / "run"), epochs=2,
+                     overrides=["trainer.progress=false", "trainer.patience=3"])
+    assert not (tmp_path / "run" / "metrics.json").exists()

@@ -19,6 +19,7 @@ def run(tmp_path, name, *overrides):
 def test_sage_on_cora_reaches_079(tmp_path, data_root):
     final, metrics = run(tmp_path, "cora", "data=cora", "model=sage", f"data.root={data_root}")
     assert final["test_acc"] >= 0.79, final
+    assert final["inference"] == "layerwise"  # auto, for a model that can
     assert len(metrics["epochs"]) == 50
 
 

@@ -25,8 +25,8 @@ def split_figures(run) -> Figures:
     present = {s: idx for s, idx in nodes.items() if idx is not None and idx.numel()}
     figures = {s: (0.0, 0.0, 0) for s in SPLITS}
     if present:
-        evaluate_splits = layerwise_figures if run.inference == "layerwise" else sampled_figures
-        figures.update(evaluate_splits(run, present))
+        how = layerwise_figures if run.inference == "layerwise" else sampled_figures
+        figures.update(how(run, present))
     return figures
 
 
