@@ -38,9 +38,14 @@ def test_metrics_and_checkpoints_record_which_conveyor_wrote_them(tmp_path, data
     assert checkpoint["conveyor"] == metrics["conveyor"]
 
 
-def test_gcn_on_pubmed_reaches_077(tmp_path, data_root):
-    final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}")
-    assert final["test_acc"] >= 0.77, final
+@pytest.mark.parametrize("inference, least", [("sampled", 0.77), ("layerwise", 0.76)])
+def test_gcn_on_pubmed_reaches_077(tmp_path, data_root, inference, least):
+    """GCN normalises by the degrees in the subgraph it sees: trained on sampled subgraphs, it
+    scores lower evaluated over full neighbourhoods (here 0.766 against 0.775 sampled; 0.767 with
+    every node in one batch, i.e. the exact full-graph GCN)."""
+    final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}",
+                   f"trainer.inference={inference}")
+    assert final["test_acc"] >= least, final
 
 
 def test_sage_beats_mlp_on_synthetic(tmp_path, data_root):
@@ -128,7 +133,7 @@ def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(t
     out = tmp_path / "run"
     train(make_config("data=synthetic", f"data.root={data_root}", "data.scale=0.005", "trainer.epochs=2",
                       "trainer.batch_size=256", "pipeline=async", "trainer.progress=true",
-                      "trainer.log_every=1", f"run.out_dir={out}"))
+                      "trainer.log_every=1", "trainer.inference=sampled", f"run.out_dir={out}"))
     console = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[")]
     assert sum("] epoch " in line for line in console) == 2
     assert not any(word in line for line in console for word in ("pid", "pace:", "batches; queue")), console
