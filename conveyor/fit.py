@@ -28,7 +28,9 @@ def fit(graph, model=None, *, optimizer: Optional[Callable] = None, overrides: S
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids).
     model: None (`conveyor/conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
-        `torch.nn.Module` with `forward(x, layers)` (docs/design.md, "Models").
+        `torch.nn.Module` with `forward(x, layers)` (docs/design.md, "Models"); with `num_layers`
+        and `inference_per_layer(layer, x, edge_index, batch_size)` too, it is evaluated
+        layer-wise over full neighbourhoods (`trainer.inference`), else sampled.
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).

@@ -28,6 +28,8 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     few_pos = start[few_owner] + offset
     # High-degree nodes: Floyd's algorithm, one column of picks per step, all nodes at once.
     many = owner[~take_all]
+    if many.numel() == 0:  # (fanout -1: always) no draws, and no `fanout` empty steps
+        return few_pos, few_owner
     d = deg[many]
     picks = torch.empty(many.numel(), fanout, dtype=torch.long, device=device)
     for i in range(fanout):

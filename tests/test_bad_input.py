@@ -45,6 +45,11 @@ def refusal(*overrides) -> str:
     ("run.resume=maybe", ["run.resume must be true or false"]),
     ("trainer.eval_every=0", ["trainer.eval_every must be an integer >= 1", "epochs between"]),
     ("compare.target_val_acc=1.5", ["compare.target_val_acc", "or null"]),
+    ("trainer.inference=full", ["trainer.inference must be one of auto, layerwise, sampled", "'full'"]),
+    ("trainer.patience=-1", ["trainer.patience must be an integer >= 0 or null", "off"]),
+    ("trainer.lr_schedule=linear", ["trainer.lr_schedule must be one of none, cosine, step, plateau"]),
+    ("trainer.lr_gamma=1", ["trainer.lr_gamma must be a number in (0, 1)", "the factor"]),
+    ("trainer.lr_step_size=0", ["trainer.lr_step_size must be an integer >= 1"]),
     ("model.name=transformer", ["model.name must be one of sage, gcn, mlp"]),
     # values another module parses, through its own parser
     ("cache.capacity=lots", ["cache.capacity", "'lots'"]),
@@ -69,6 +74,11 @@ def test_bad_config_is_refused_naming_the_key(tmp_path, override, words):
     assert "\n" not in message, message
     for word in words:
         assert word in message, (word, message)
+
+
+def test_a_schedule_that_would_raise_the_lr(tmp_path):
+    message = refusal(f"run.out_dir={tmp_path / 'run'}", "trainer.lr_schedule=cosine", "trainer.lr_min=0.1")
+    assert "trainer.lr=0.003 to trainer.lr_min=0.1, which is not lower" in message, message
 
 
 def test_the_shipped_configs_pass(tmp_path):

@@ -251,8 +251,9 @@ def train_both(tmp_path, *overrides):
     runs = {}
     for mode, extra in (("serial", []), ("async", ["pipeline.pace.interval=3"])):
         out = tmp_path / mode
-        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", "trainer.log_every=1", *extra,
-                          *overrides))  # every batch's loss, to compare them one by one
+        # every batch's loss, to compare them one by one; evaluation through the pipeline too
+        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", "trainer.log_every=1",
+                          "trainer.inference=sampled", *extra, *overrides))
         losses, tags = tensorboard_losses(out)
         runs[mode] = (json.loads((out / "metrics.json").read_text()), losses, tags, out)
     return runs["serial"], runs["async"]

@@ -19,6 +19,7 @@ def run(tmp_path, name, *overrides):
 def test_sage_on_cora_reaches_079(tmp_path, data_root):
     final, metrics = run(tmp_path, "cora", "data=cora", "model=sage", f"data.root={data_root}")
     assert final["test_acc"] >= 0.79, final
+    assert final["inference"] == "layerwise"  # auto, for a model that can
     assert len(metrics["epochs"]) == 50
 
 
@@ -37,9 +38,14 @@ def test_metrics_and_checkpoints_record_which_conveyor_wrote_them(tmp_path, data
     assert checkpoint["conveyor"] == metrics["conveyor"]
 
 
-def test_gcn_on_pubmed_reaches_077(tmp_path, data_root):
-    final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}")
-    assert final["test_acc"] >= 0.77, final
+@pytest.mark.parametrize("inference, least", [("sampled", 0.77), ("layerwise", 0.76)])
+def test_gcn_on_pubmed_reaches_077(tmp_path, data_root, inference, least):
+    """GCN normalises by the degrees in the subgraph it sees: trained on sampled subgraphs, it
+    scores lower evaluated over full neighbourhoods (here 0.766 against 0.775 sampled; 0.767 with
+    every node in one batch, i.e. the exact full-graph GCN)."""
+    final, _ = run(tmp_path, "pubmed", "data=pubmed", "model=gcn", f"data.root={data_root}",
+                   f"trainer.inference={inference}")
+    assert final["test_acc"] >= least, final
 
 
 def test_sage_beats_mlp_on_synthetic(tmp_path, data_root):
@@ -127,7 +133,7 @@ def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(t
     out = tmp_path / "run"
     train(make_config("data=synthetic", f"data.root={data_root}", "data.scale=0.005", "trainer.epochs=2",
                       "trainer.batch_size=256", "pipeline=async", "trainer.progress=true",
-                      "trainer.log_every=1", f"run.out_dir={out}"))
+                      "trainer.log_every=1", "trainer.inference=sampled", f"run.out_dir={out}"))
     console = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[")]
     assert sum("] epoch " in line for line in console) == 2
     assert not any(word in line for line in console for word in ("pid", "pace:", "batches; queue")), console
@@ -141,3 +147,30 @@ def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(t
     eval_steps = [e.step for e in events.Scalars("pipeline_eval/queue/ready")]
     assert eval_steps == list(range(len(eval_steps))) and eval_steps
     assert [e.value for e in events.Scalars("epoch/lr")] == pytest.approx([0.003, 0.003])
+
+
+def test_tensorboard_has_the_lr_the_val_loss_and_the_hparams(tmp_path, data_root):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    final, metrics = run(tmp_path, "tb", "data=cora", f"data.root={data_root}", "trainer.epochs=4",
+                         "trainer.eval_every=2", "trainer.lr_schedule=step", "trainer.lr_step_size=1",
+                         "trainer.lr_gamma=0.5")
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    lr = [(s.step, s.value) for s in events.Scalars("epoch/lr")]
+    assert lr == [(1, pytest.approx(0.01)), (2, pytest.approx(0.005)), (3, pytest.approx(0.0025)),
+                  (4, pytest.approx(0.00125))]
+    val_loss = [(s.step, s.value) for s in events.Scalars("epoch/val_loss")]
+    assert val_loss == [(e["epoch"], pytest.approx(e["val_loss"])) for e in metrics["epochs"] if "val_loss" in e]
+    assert [step for step, _ in val_loss] == [2, 4]
+
+    content = events.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hparams = start.session_start_info.hparams
+    assert hparams["trainer.lr_schedule"].string_value == "step"
+    assert hparams["trainer.lr"].number_value == pytest.approx(0.01)
+    assert hparams["sampler.fanouts"].string_value == "[10, 10]"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert {"hparam/test_acc", "hparam/best_val_acc"} <= {m.name.tag for m in experiment.metric_infos}
+    for key in ("test_acc", "best_val_acc", "test_acc_at_best_val"):
+        assert events.Scalars(f"hparam/{key}")[0].value == pytest.approx(final[key])

@@ -37,20 +37,32 @@ class PerHopGNN(nn.Module):
                                 f"drop jk and use a per-node norm (batch_norm, layer_norm).")
         self.gnn, self.input_dropout = gnn, input_dropout
 
+    @property
+    def num_layers(self) -> int:
+        return self.gnn.num_layers
+
     def forward(self, x: Tensor, layers) -> Tensor:
         layers, gnn = list(layers), self.gnn
         if len(layers) != gnn.num_layers:
             raise ConveyorError(f"the model has {gnn.num_layers} layers but the batch has "
                                 f"{len(layers)} hops; use one fanout per layer.")
         x = F.dropout(x, p=self.input_dropout, training=self.training)
-        for i, (conv, norm, (edge_index, num_src, num_dst)) in enumerate(zip(gnn.convs, gnn.norms, layers)):
-            x = x[:num_src]
-            x = conv((x, x[:num_dst]), edge_index) if isinstance(conv, BIPARTITE) else conv(x, edge_index)[:num_dst]
-            if i < gnn.num_layers - 1:
-                x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
-                x = norm(x)
-                x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
-                x = gnn.dropout(x)
+        for i, (edge_index, num_src, num_dst) in enumerate(layers):
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
+        return x
+
+    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
+        """BasicGNN's own `inference_per_layer`, but bipartite where the layer allows it (only the
+        `batch_size` targets are computed) and with its dropout while training, so that
+        `forward` runs hop by hop through it."""
+        gnn = self.gnn
+        conv, norm = gnn.convs[layer], gnn.norms[layer]
+        x = conv((x, x[:batch_size]), edge_index) if isinstance(conv, BIPARTITE) else conv(x, edge_index)[:batch_size]
+        if layer < gnn.num_layers - 1:
+            x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
+            x = norm(x)
+            x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
+            x = gnn.dropout(x)
         return x
 
 

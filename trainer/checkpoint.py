@@ -2,6 +2,8 @@
 
 A checkpoint holds only tensors, plain containers, numbers and strings (the config as a plain
 dict), so it loads with `weights_only=True`: a pickle planted as `last.pt` cannot run code.
+`last.pt` is the run after its latest epoch (model, optimizer, lr scheduler, history, best), to
+resume from; `best.pt` the model at the best validation accuracy so far, to use.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .files import write_atomically
 from .resume import check_resumable
 
 CHECKPOINT = "checkpoints/last.pt"
+BEST = "checkpoints/best.pt"
 log = logging.getLogger("conveyor")
 
 
@@ -26,14 +29,15 @@ def checkpoint_path(out_dir) -> Path:
     return Path(out_dir) / CHECKPOINT
 
 
-def save_checkpoint(out_dir, state: dict) -> Path:
+def save_checkpoint(out_dir, state: dict, name: str = CHECKPOINT) -> Path:
     buffer = io.BytesIO()  # serialised first, so a failing disk write raises a plain OSError
     torch.save(state, buffer)
-    return write_atomically(checkpoint_path(out_dir), buffer.getbuffer())
+    return write_atomically(Path(out_dir) / name, buffer.getbuffer())
 
 
-def load_checkpoint(out_dir, map_location="cpu") -> dict | None:
-    path = checkpoint_path(out_dir)
+def load_checkpoint(out_dir, map_location="cpu", name: str = CHECKPOINT) -> dict | None:
+    """`last.pt` (or `name`, e.g. BEST) of the run in `out_dir`; None if there is none."""
+    path = Path(out_dir) / name
     if not path.exists():
         return None
     try:

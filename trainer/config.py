@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from partition import ConveyorError
 from partition.device import resolve_device
 
+from .schedule import check_schedule
 from .schema import check_schema
 
 CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
@@ -19,6 +20,7 @@ CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
 
 def check_config(cfg: DictConfig) -> None:
     check_schema(cfg)
+    check_schedule(cfg.trainer)
     device = resolve_device(cfg.run.device)
     check_world_size(int(cfg.run.world_size), device)
     check_out_dir(Path(str(cfg.run.out_dir)))

@@ -33,6 +33,9 @@ class QuietRecorder:
     def write(self, final) -> None:
         pass
 
+    def hparams(self, final) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -74,5 +77,5 @@ class LocalContext:
     def reduce_epoch(self, stats: dict) -> dict:
         return stats
 
-    def global_accuracy(self, acc: float, seen: int) -> tuple[float, int]:
-        return acc, seen
+    def global_means(self, means: List[float], seen: int) -> tuple[List[float], int]:
+        return list(means), seen

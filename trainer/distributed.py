@@ -160,10 +160,11 @@ class RankContext:
             _set_leaf(out, path, round(value) if isinstance(local, int) else value)
         return out
 
-    def global_accuracy(self, acc: float, seen: int) -> tuple[float, int]:
-        """Accuracy over every rank's evaluated nodes, from this rank's (accuracy, node count)."""
-        correct, total = self.all_reduce([round(acc * seen), seen])
-        return correct / max(total, 1.0), int(total)
+    def global_means(self, means: List[float], seen: int) -> tuple[List[float], int]:
+        """Means (accuracy, loss) over every rank's evaluated nodes, from this rank's means over
+        its `seen` nodes; and the total node count."""
+        *sums, total = self.all_reduce([m * seen for m in means] + [seen])
+        return [s / max(total, 1.0) for s in sums], int(total)
 
     def all_reduce(self, values: List[float]) -> List[float]:
         """Element-wise sums over the ranks (float64: counts stay exact up to 2**53)."""

@@ -74,13 +74,14 @@ class CostSum:
 
 @torch.no_grad()
 def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
-             autocast=nullcontext) -> float:
-    """Accuracy over `batches`, read from the device once, at the end."""
+             autocast=nullcontext) -> tuple[float, float]:
+    """(mean loss, accuracy) over `batches`, read from the device once, at the end."""
     model.eval()
     meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
         raise_if_stop_requested()
         with autocast():
             out = model(pb.x.float(), pb.batch.layers())
-        meter.add(out, pb.y)
-    return meter.totals()[1]
+            loss = F.cross_entropy(out, pb.y)
+        meter.add(out, pb.y, loss)
+    return meter.totals()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
 from .files import write_atomically
@@ -39,8 +40,35 @@ class RunRecorder:
         payload = {"conveyor": provenance(), "config": self.config, "epochs": self.epochs, "final": final}
         return write_atomically(self.out_dir / "metrics.json", json.dumps(payload, indent=1).encode())
 
+    def hparams(self, final: dict) -> None:
+        """The run's config beside its final figures, for TensorBoard's HParams tab (one session
+        per run folder). As `SummaryWriter.add_hparams`, but into this run's own event file
+        rather than a new timestamped subfolder; the figures as `hparam/<name>` scalars."""
+        metrics = {f"hparam/{k}": float(v) for k, v in final.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        for summary in hparams(hparam_values(self.config), metrics):
+            self.writer.file_writer.add_summary(summary)
+        step = int(final.get("epochs") or 0)
+        for tag, value in metrics.items():
+            self.writer.add_scalar(tag, value, step)
+        self.writer.flush()
+
     def close(self) -> None:
         self.writer.close()
+
+
+def hparam_values(config: dict, prefix: str = "") -> dict:
+    """The config's leaves as HParams values: numbers, booleans and strings as they are, lists
+    as their text ("[15, 10, 5]"), nulls as "null" (the plugin takes no None)."""
+    values = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            values.update(hparam_values(value, f"{prefix}{key}."))
+        elif isinstance(value, (bool, int, float, str)):
+            values[f"{prefix}{key}"] = value
+        else:
+            values[f"{prefix}{key}"] = "null" if value is None else str(value)
+    return values
 
 
 class TqdmHandler(logging.StreamHandler):

@@ -34,6 +34,10 @@ class SampledGNN(nn.Module):
                  "mlp": lambda i, o: nn.Linear(i, o)}[kind]
         self.layers = nn.ModuleList(layer(i, o) for i, o in zip(dims[:-1], dims[1:]))
 
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
     def forward(self, x: Tensor, layers) -> Tensor:
         """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
         layers = list(layers)
@@ -42,16 +46,24 @@ class SampledGNN(nn.Module):
                                 f"{len(layers)} hops; use one fanout per layer.")
         # Dropout on the raw features too, as Kipf & Welling's GCN (helps tiny label sets).
         x = F.dropout(x, p=self.input_dropout, training=self.training)
-        for i, (conv, (edge_index, num_src, num_dst)) in enumerate(zip(self.layers, layers)):
-            x = x[:num_src]
-            if self.kind == "sage":
-                x = conv((x, x[:num_dst]), edge_index)
-            elif self.kind == "gcn":
-                x = conv(x, edge_index)[:num_dst]
-            else:  # mlp: the same depth, but each node sees only its own features
-                x = conv(x[:num_dst])
-            if i < len(self.layers) - 1:
-                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        for i, (edge_index, num_src, num_dst) in enumerate(layers):
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
+        return x
+
+    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
+        """Layer `layer` alone, from the features `x` of its sources (targets first) to its first
+        `batch_size` targets, with the activation and dropout after it (dropout only while
+        training). PyG's BasicGNN name: `forward` runs it hop by hop, layer-wise inference
+        (trainer/layerwise.py) layer by layer over the whole graph."""
+        conv = self.layers[layer]
+        if self.kind == "sage":
+            x = conv((x, x[:batch_size]), edge_index)
+        elif self.kind == "gcn":
+            x = conv(x, edge_index)[:batch_size]
+        else:  # mlp: the same depth, but each node sees only its own features
+            x = conv(x[:batch_size])
+        if layer < len(self.layers) - 1:
+            x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
 
 

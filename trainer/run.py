@@ -1,5 +1,7 @@
-"""One training run, as named steps: start (out_dir, data, model, optimizer, batch source), then
-per epoch train, evaluate when due, record and checkpoint; finish with the final figures.
+"""One training run, as named steps: start (out_dir, data, model, optimizer, lr schedule, batch
+source), then per epoch train, evaluate when due, step the lr schedule, record and checkpoint
+(the best validation epoch's model too) until the last epoch or early stopping; finish with the
+final figures.
 
 The same steps run alone and as one rank of a data-parallel group: the context (trainer/context.py)
 answers the few questions where the two differ (which graph, which seeds, who writes, how figures
@@ -18,22 +20,25 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from cache.configured import cache_from_config
-from partition import Graph
+from partition import ConveyorError, Graph
 from pipeline.memory import largest_batch_ratio
-from pipeline.seeds import STREAM_EVAL, STREAM_MODEL, STREAM_SAMPLER, eval_seed_batches, stream_seed
+from pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
 from pipeline.serial import SerialBatches
 from samplers import build_sampler, resolve_sampler_name
 
-from .checkpoint import save_checkpoint
+from .checkpoint import BEST, save_checkpoint
 from .config import check_config
 from .context import LocalContext
+from .evaluation import split_figures
+from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
-from .loop import evaluate, train_epoch
+from .loop import train_epoch
 from .metrics import setup_logging
 from .models import build_model
 from .precision import Precision, resolve_precision
 from .provenance import provenance
 from .resume import apply_optimizer_settings
+from .schedule import build_scheduler, step_scheduler
 
 log = logging.getLogger("conveyor")
 NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
@@ -57,11 +62,14 @@ class Run:
     model: torch.nn.Module
     net: torch.nn.Module  # the model, or DDP around it
     optimizer: torch.optim.Optimizer
+    scheduler: Any  # a torch.optim.lr_scheduler, or None (trainer.lr_schedule=none)
+    inference: str  # "layerwise" or "sampled" (trainer/layerwise.py, resolve_inference)
     recorder: Any
     source: Any  # SerialBatches or pipeline.AsyncBatches
     precision: Precision
     start_epoch: int = 1
     best: dict = field(default_factory=lambda: dict(NO_BEST))
+    stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -95,9 +103,12 @@ def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
     run = start_run(cfg, ctx or LocalContext(cfg), model, make_optimizer)
     try:
         for epoch in range(run.start_epoch, run.epochs + 1):
+            if patience_ran_out(run):
+                break
             record = train_one_epoch(run, epoch)
             if epoch % int(cfg.trainer.eval_every) == 0 or epoch == run.epochs:
                 record.update(evaluate_splits(run, epoch))
+            step_scheduler(run.scheduler, record)
             end_epoch(run, record)
     finally:
         run.source.close()
@@ -105,8 +116,9 @@ def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
 
 
 def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
-    """Check out_dir (before any data is read), then load the graph, build the model, restore a
-    checkpoint to resume from, and open the recorder and the batch source."""
+    """Check out_dir (before any data is read), then load the graph, build the model, the
+    optimizer and its lr schedule, restore a checkpoint to resume from, and open the recorder and
+    the batch source."""
     out_dir, state = ctx.prepare_out_dir(cfg)
     if ctx.is_main:
         setup_logging(out_dir)
@@ -122,20 +134,43 @@ def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     else:
         log.info("model: the given %s (cfg.model unused)", type(model).__name__)
     model = model.to(ctx.device)
+    inference = resolve_inference(str(cfg.trainer.inference), model)
+    log.info("evaluation: %s", inference)
+    check_validation_nodes(cfg, ctx, graph)
     optimizer = (make_optimizer or partial(torch.optim.Adam, lr=float(cfg.trainer.lr),
                                            weight_decay=float(cfg.trainer.weight_decay)))(model.parameters())
+    scheduler = build_scheduler(cfg.trainer, optimizer)
     start_epoch, history, best = 1, [], dict(NO_BEST)
     config = OmegaConf.to_container(cfg, resolve=True)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None and "scheduler" in state:
+            scheduler.load_state_dict(state["scheduler"])
+        elif scheduler is not None:
+            log.warning("the checkpoint holds no lr schedule state: %s starts afresh",
+                        cfg.trainer.lr_schedule)
         apply_optimizer_settings(optimizer, state.get("config"), config)
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
     recorder = ctx.recorder(out_dir, config, history)
     source = build_batch_source(cfg, graph, ctx.device, recorder)
-    return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, recorder, source,
-               precision, start_epoch, best)
+    return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
+               recorder, source, precision, start_epoch, best)
+
+
+def check_validation_nodes(cfg, ctx, graph: Graph) -> None:
+    """Early stopping and the plateau schedule watch the validation accuracy: refuse them, before
+    the first epoch, on a graph without validation nodes (on any rank)."""
+    uses = [f"trainer.patience={cfg.trainer.patience}"] if cfg.trainer.patience else []
+    uses += ["trainer.lr_schedule=plateau"] if cfg.trainer.lr_schedule == "plateau" else []
+    if not uses:
+        return
+    local = 0 if graph.val_idx is None else graph.val_idx.numel()
+    if ctx.global_means([], local)[1] == 0:
+        raise ConveyorError(f"{' and '.join(uses)} watch the validation accuracy, but the graph "
+                            f"has no validation nodes (val_idx); give it some, or use "
+                            f"trainer.patience=null and another trainer.lr_schedule.")
 
 
 def train_one_epoch(run: Run, epoch: int) -> dict:
@@ -166,38 +201,54 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
 
 
 def evaluate_splits(run: Run, epoch: int) -> dict:
-    """Validation and test accuracy (over every rank's nodes), on the same subgraphs every epoch;
-    keeps the best validation epoch."""
+    """Validation and test accuracy and loss (over every rank's nodes), as trainer.inference says
+    (trainer/evaluation.py); keeps the best validation epoch."""
     start = time.perf_counter()
-    eval_seed = stream_seed(run.seed, 0, STREAM_EVAL)
     figures = {}
-    for split in ("val", "test"):
-        idx = getattr(run.graph, f"{split}_idx")
-        seen = 0 if idx is None else idx.numel()
-        batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size)) if seen else []
-        acc = (evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
-                        autocast=run.precision.autocast) if seen else 0.0)
-        acc, seen = run.ctx.global_accuracy(acc, seen)  # each rank evaluated the nodes it owns
+    for split, (loss, acc, seen) in split_figures(run).items():
+        (loss, acc), seen = run.ctx.global_means([loss, acc], seen)  # each rank evaluated its own nodes
         if seen:
-            figures[f"{split}_acc"] = acc
+            figures[f"{split}_acc"], figures[f"{split}_loss"] = acc, loss
     figures["eval_time_s"] = time.perf_counter() - start
     if "val_acc" in figures and (run.best["val_acc"] is None or figures["val_acc"] > run.best["val_acc"]):
         run.best = {"val_acc": figures["val_acc"], "test_acc": figures.get("test_acc"), "epoch": epoch}
     return figures
 
 
+def patience_ran_out(run: Run) -> bool:
+    """Early stopping: trainer.patience evaluations since the best validation accuracy, none of
+    them better. Read from the history, so a resumed run counts the evaluations before it too
+    (and one that had stopped stops again at once, unless given more patience)."""
+    patience, best_epoch = run.cfg.trainer.patience, run.best["epoch"]
+    if not patience or best_epoch is None:
+        return False
+    history = run.recorder.epochs
+    since = sum(1 for e in history if "val_acc" in e and e["epoch"] > best_epoch)
+    if since < int(patience):
+        return False
+    run.stopped_epoch = history[-1]["epoch"]
+    log.info("early stop after epoch %d: no better val acc in %d evaluations since epoch %d (%.4f)",
+             run.stopped_epoch, since, best_epoch, run.best["val_acc"])
+    return True
+
+
 def end_epoch(run: Run, record: dict) -> None:
-    """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it."""
+    """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it: `best.pt` first
+    when it is the best so far, so that `last.pt` never names a best epoch `best.pt` lacks."""
     log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
              "train %.2fs)", record["epoch"], record["loss"], record["train_acc"],
              _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), record["epoch_time_s"],
              record["sample_s"], record["gather_s"], record["train_s"])
     run.recorder.epoch(record)
-    if run.ctx.is_main:
-        save_checkpoint(run.out_dir, {"epoch": record["epoch"], "model": run.model.state_dict(),
-                                      "optimizer": run.optimizer.state_dict(), "history": run.recorder.epochs,
-                                      "best": run.best, "config": run.recorder.config,
-                                      "conveyor": provenance()})
+    if not run.ctx.is_main:
+        return
+    model = {"epoch": record["epoch"], "model": run.model.state_dict(), "config": run.recorder.config,
+             "conveyor": provenance()}
+    if run.best["epoch"] == record["epoch"]:
+        save_checkpoint(run.out_dir, {**model, "best": run.best}, BEST)
+    scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
+    save_checkpoint(run.out_dir, {**model, "optimizer": run.optimizer.state_dict(),
+                                  "history": run.recorder.epochs, "best": run.best, **scheduler})
 
 
 def finish_run(run: Run) -> TrainResult:
@@ -208,15 +259,20 @@ def finish_run(run: Run) -> TrainResult:
     final = {"epochs": len(history), "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
              "train_acc": last.get("train_acc"), "loss": last.get("loss"),
              "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
-             "best_epoch": best["epoch"],
+             "best_epoch": best["epoch"], "inference": run.inference,
+             "stopped_early": run.stopped_epoch is not None, "stopped_epoch": run.stopped_epoch,
              "mean_epoch_time_s": sum(e["epoch_time_s"] for e in history) / max(len(history), 1),
              "wall_time_s": time.perf_counter() - run.started}
     run.recorder.write(final)
+    run.recorder.hparams(final)
     run.recorder.close()
-    best_note = (f"best val {_fmt(best['val_acc'])} at epoch {best['epoch']}" if best["epoch"] is not None
-                 else "no validation split")
-    log.info("done: test acc %s (%s); metrics in %s", _fmt(final["test_acc"]), best_note,
-             run.out_dir / "metrics.json")
+    if best["epoch"] is not None:
+        log.info("done: test acc %s at the best val acc %s (epoch %d, %s); at the last evaluation "
+                 "%s; metrics in %s", _fmt(best["test_acc"]), _fmt(best["val_acc"]), best["epoch"],
+                 run.out_dir / BEST, _fmt(final["test_acc"]), run.out_dir / "metrics.json")
+    else:
+        log.info("done: test acc %s (no validation split); metrics in %s", _fmt(final["test_acc"]),
+                 run.out_dir / "metrics.json")
     return TrainResult(run.model, list(history), final)
 
 

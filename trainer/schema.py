@@ -25,8 +25,10 @@ from pipeline.options import PipelineOptions
 from samplers import SAMPLERS
 from samplers.validation import INT64_MAX, check_fanouts
 
+from .layerwise import INFERENCE
 from .models import MODELS
 from .precision import PRECISIONS
+from .schedule import SCHEDULES
 
 PIPELINES = ("serial", "async")
 MODES = ("train", "compare")
@@ -108,8 +110,15 @@ SCHEMA: dict[str, Rule] = {
     "trainer.batch_size": integer(1),
     "trainer.eval_batch_size": integer(1),
     "trainer.eval_every": integer(1, optional=True, hint="epochs between evaluations"),
+    "trainer.inference": choice(INFERENCE),
+    "trainer.patience": integer(0, nullable=True, hint="evaluations without a better val acc; null or 0: off"),
     "trainer.lr": number(0, low_open=True),
     "trainer.weight_decay": number(0, optional=True),
+    "trainer.lr_schedule": choice(SCHEDULES),
+    "trainer.lr_min": number(0, hint="cosine: the final lr; plateau: the lowest"),
+    "trainer.lr_step_size": integer(1, hint="step: epochs between decays"),
+    "trainer.lr_gamma": number(0, 1, low_open=True, high_open=True, hint="the factor of each decay"),
+    "trainer.lr_patience": integer(0, hint="plateau: evaluations without a better val acc"),
     "trainer.progress": boolean(),
     "trainer.precision": Rule(f"one of {', '.join(PRECISIONS)}", lambda v: str(v) in PRECISIONS),
     "trainer.log_every": integer(1, hint="batches between reads of the loss from the device"),

@@ -1,0 +1,54 @@
+"""A run's validation and test figures, by `trainer.inference`: sampled subgraphs through the batch
+source (the training fanouts, the same subgraphs every epoch), or layer-wise over every
+in-neighbour (trainer/layerwise.py). Both give, per split, this process's (mean loss, accuracy,
+node count) over the nodes its graph holds: a rank's own, to be summed over the ranks."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from cache.options import parse_dtype
+from pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
+
+from .layerwise import layerwise_logits
+from .loop import evaluate
+
+SPLITS = ("val", "test")
+Figures = Dict[str, Tuple[float, float, int]]  # split -> (mean loss, accuracy, nodes)
+
+
+def split_figures(run) -> Figures:
+    """(loss, accuracy, nodes) of each split, 0 nodes for a split this graph lacks."""
+    nodes = {s: getattr(run.graph, f"{s}_idx") for s in SPLITS}
+    present = {s: idx for s, idx in nodes.items() if idx is not None and idx.numel()}
+    figures = {s: (0.0, 0.0, 0) for s in SPLITS}
+    if present:
+        how = layerwise_figures if run.inference == "layerwise" else sampled_figures
+        figures.update(how(run, present))
+    return figures
+
+
+def sampled_figures(run, splits: dict) -> Figures:
+    eval_seed = stream_seed(run.seed, 0, STREAM_EVAL)
+    figures = {}
+    for split, idx in splits.items():
+        batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size))
+        loss, acc = evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
+                             autocast=run.precision.autocast)
+        figures[split] = (loss, acc, idx.numel())
+    return figures
+
+
+def layerwise_figures(run, splits: dict) -> Figures:
+    """One layer-wise pass for all splits' nodes together."""
+    logits = layerwise_logits(run.model, run.graph, torch.cat(list(splits.values())),
+                              int(run.cfg.trainer.eval_batch_size), run.ctx.device,
+                              run.precision.autocast, parse_dtype(run.cfg.cache.get("dtype"), None))
+    figures = {}
+    for (split, idx), out in zip(splits.items(), logits.split([i.numel() for i in splits.values()])):
+        y = run.graph.y[idx].long()
+        figures[split] = (F.cross_entropy(out, y).item(), (out.argmax(1) == y).double().mean().item(),
+                          idx.numel())
+    return figures
