@@ -148,6 +148,7 @@ def test_compares_models_built_by_target(data_root, tmp_path, model, stock):
     result = run(make_config("mode=compare", "data=cora", f"data.root={data_root}", f"run.out_dir={tmp_path}",
                              "trainer.epochs=2", "compare.seeds=1", model))
     conveyor, pyg = result["setup"]["conveyor"], result["setup"]["pyg"]
+    assert result["model"].endswith(f"(torch_geometric.nn.{stock})")
     assert conveyor["model"] == f"PerHopGNN({stock})" and pyg["model"] == stock
     assert conveyor["parameters"] == pyg["parameters"]
     for name in SYSTEMS:

@@ -69,7 +69,7 @@ def compare(cfg) -> dict:
         runs["pyg"].append(_curves(seed, pyg))
 
     result = summarise(runs, target)
-    result.update({"data": str(cfg.data.name), "model": str(cfg.model.name),
+    result.update({"data": str(cfg.data.name), "model": _model_label(cfg.model),
                    "fanouts": [int(f) for f in cfg.sampler.fanouts],
                    "batch_size": int(cfg.trainer.batch_size),
                    "epochs": int(cfg.trainer.epochs), "seeds": seeds, "device": str(device),
@@ -112,6 +112,12 @@ def conveyor_setup(cfg, model, device, runs: list) -> dict:
             "cache": str(cfg.cache.policy), "cache_capacity": str(cfg.cache.capacity),
             "cache_hit_ratio": float(np.mean(hit_ratios)) if hit_ratios else None,
             "torch_threads": torch.get_num_threads(), "device": str(device)}
+
+
+def _model_label(cfg_model) -> str:
+    """`model.name`, and the class when `model._target_` names one (its name may be a default's)."""
+    name = str(cfg_model.name)
+    return f"{name} ({cfg_model._target_})" if "_target_" in cfg_model else name
 
 
 def _model_name(model) -> str:
