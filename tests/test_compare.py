@@ -1,17 +1,21 @@
 """`mode=compare`: conveyor beside the PyG reference on cora, 2 seeds, a few epochs."""
 import json
+import multiprocessing
 import re
 
 import matplotlib.image
 import numpy as np
 import pytest
+import torch
 import torch_geometric.typing as pyg_typing
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from partition import ConveyorError
+from partition.datasets import load_configured
 from tests.configs import make_config
-from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION
+from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION, describe_setup
 from trainer.modes import run
+from trainer.reference import pyg_workers, train_reference
 
 EPOCHS, SEEDS = 3, 2
 HAS_SAMPLING = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
@@ -95,6 +99,75 @@ def test_tensorboard_overlays_both_systems(comparison):
             assert [e.step for e in by_time] == [round(1000 * t) for t in r["train_time_s"]]
 
 
+def test_each_side_says_how_it_ran(comparison):
+    """The reference samples in worker processes kept across epochs (compare.pyg_workers=auto), on
+    the same model as conveyor's; comparison.json, the table and each pyg metrics.json say so."""
+    out_dir, result = comparison
+    conveyor, pyg = result["setup"]["conveyor"], result["setup"]["pyg"]
+    workers = pyg_workers("auto")
+    assert 1 <= workers <= 12
+    assert pyg["workers"] == workers and pyg["persistent_workers"] and pyg["worker_threads"] == 1
+    assert (pyg["model"], pyg["loader"], pyg["device"]) == ("GraphSAGE", "NeighborLoader", "cpu")
+    assert conveyor["model"] == "SampledGNN(sage)" and pyg["parameters"] == conveyor["parameters"]
+    assert (conveyor["pipeline"], conveyor["sampler"], conveyor["cache"]) == ("serial", "bsp", "degree")
+    assert 0 < conveyor["cache_hit_ratio"] <= 1
+    table = (out_dir / "comparison.md").read_text()
+    lines = describe_setup(result["setup"])
+    assert f"- pyg: {lines['pyg']}\n" in table and f"- conveyor: {lines['conveyor']}\n" in table
+    assert f"NeighborLoader with {workers} persistent worker process" in lines["pyg"]
+    for seed in result["seeds"]:
+        metrics = json.loads((out_dir / "pyg" / f"seed{seed}" / "metrics.json").read_text())
+        assert metrics["final"]["setup"] == pyg
+    assert multiprocessing.active_children() == []  # every run's loader workers have stopped
+
+
+def test_reference_with_workers_repeats_and_evaluates_the_same_subgraphs(data_root, tmp_path):
+    """With sampling in worker processes, a seed still repeats its run exactly, and every
+    evaluation sees the same val/test subgraphs: with lr ~0 the model stands still, so val/test
+    accuracy stays put only if the subgraphs do (fanouts of 2 make them differ from draw to draw)."""
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    cfg = cora_cfg(data_root, tmp_path, "sampler.fanouts=[2,2]", "trainer.lr=1e-12",
+                   "trainer.eval_batch_size=64", "compare.pyg_workers=1")
+    graph = load_configured(cfg.data)
+    first, again = (train_reference(cfg, graph, tmp_path / name, torch.device("cpu")) for name in ("a", "b"))
+    assert first["final"]["setup"]["workers"] == 1
+    strip = ("epoch_time_s", "eval_time_s")
+    assert ([{k: v for k, v in e.items() if k not in strip} for e in first["epochs"]]
+            == [{k: v for k, v in e.items() if k not in strip} for e in again["epochs"]])
+    for split in ("val_acc", "test_acc"):
+        assert len({e[split] for e in first["epochs"]}) == 1, [e[split] for e in first["epochs"]]
+
+
+@pytest.mark.parametrize("model, stock", [("model=gat", "GAT"), ("+model._target_=torch_geometric.nn.GIN", "GIN")])
+def test_compares_models_built_by_target(data_root, tmp_path, model, stock):
+    """model=gat and any PyG BasicGNN by model._target_: the reference trains the same class
+    (same parameter count) with its own forward on NeighborLoader batches."""
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    result = run(make_config("mode=compare", "data=cora", f"data.root={data_root}", f"run.out_dir={tmp_path}",
+                             "trainer.epochs=2", "compare.seeds=1", model))
+    conveyor, pyg = result["setup"]["conveyor"], result["setup"]["pyg"]
+    assert result["model"].endswith(f"(torch_geometric.nn.{stock})")
+    assert conveyor["model"] == f"PerHopGNN({stock})" and pyg["model"] == stock
+    assert conveyor["parameters"] == pyg["parameters"]
+    for name in SYSTEMS:
+        (r,) = result["systems"][name]["runs"]
+        assert r["epoch"] == [1, 2] and all(0 <= a <= 1 for a in r["val_acc"] + r["test_acc"])
+
+
+def test_refuses_a_model_the_reference_cannot_build(data_root, tmp_path):
+    """A user's own module follows conveyor's (x, layers) contract, which NeighborLoader batches do
+    not feed: refused with the fix, before anything is trained or written."""
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    out_dir = tmp_path / "out"
+    with pytest.raises(ConveyorError, match=r"cannot build a PyG reference .*OwnModel.*model=gat"):
+        run(make_config("mode=compare", "data=cora", f"data.root={data_root}", f"run.out_dir={out_dir}",
+                        "+model._target_=tests.test_adapter.OwnModel"))
+    assert [p.name for p in out_dir.iterdir() if not p.name.startswith(".")] == []  # only the run's lock
+
+
 def test_refuses_an_out_dir_that_holds_a_comparison(comparison, data_root):
     out_dir, _ = comparison
     with pytest.raises(ConveyorError, match="already holds a comparison"):
@@ -103,7 +176,9 @@ def test_refuses_an_out_dir_that_holds_a_comparison(comparison, data_root):
 
 @pytest.mark.parametrize("override, message", [("compare.seeds=0", "compare.seeds"),
                                                 ("compare.target_val_acc=1.5", "target_val_acc"),
-                                                ("run.world_size=2", "world_size=1")])
+                                                ("run.world_size=2", "world_size=1"),
+                                                ("compare.pyg_workers=-1", "compare.pyg_workers must be auto"),
+                                                ("compare.pyg_workers=some", "compare.pyg_workers must be auto")])
 def test_bad_compare_options(tmp_path, override, message):
     if not HAS_SAMPLING:
         pytest.skip("needs torch_sparse or pyg-lib")

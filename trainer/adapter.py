@@ -68,6 +68,18 @@ class PerHopGNN(nn.Module):
 
 def model_from_target(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
     """`hydra.utils.instantiate` of `model._target_`; a BasicGNN comes wrapped in PerHopGNN."""
+    module = instantiate_target(cfg_model, in_dim, out_dim, num_layers)
+    if isinstance(module, BasicGNN):
+        return PerHopGNN(module, float(cfg_model.get("input_dropout", 0.0)))
+    if not isinstance(module, nn.Module):
+        raise ConveyorError(f"model._target_={cfg_model._target_} made a {type(module).__name__}, not "
+                            f"a torch.nn.Module.")
+    return module
+
+
+def instantiate_target(cfg_model, in_dim: int, out_dim: int, num_layers: int):
+    """`model._target_` built as it is, with in_channels, out_channels, num_layers, hidden_channels
+    (model.hidden) and the other model.* keys; `mode=compare`'s PyG reference runs it unwrapped."""
     from hydra.utils import instantiate
 
     keys = OmegaConf.to_container(cfg_model, resolve=True)
@@ -75,14 +87,17 @@ def model_from_target(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> 
     if "hidden" in keys:
         kwargs.setdefault("hidden_channels", keys["hidden"])
     try:
-        module = instantiate(kwargs, in_channels=in_dim, out_channels=out_dim, num_layers=num_layers)
+        return instantiate(kwargs, in_channels=in_dim, out_channels=out_dim, num_layers=num_layers)
     except Exception as error:  # Hydra wraps the import or constructor error
         raise ConveyorError(f"cannot build model._target_={keys['_target_']}: {one_line(str(error))} "
                             f"It is called with in_channels, out_channels, num_layers, "
                             f"hidden_channels (model.hidden) and the other model.* keys.") from None
-    if isinstance(module, BasicGNN):
-        return PerHopGNN(module, float(keys.get("input_dropout", 0.0)))
-    if not isinstance(module, nn.Module):
-        raise ConveyorError(f"model._target_={keys['_target_']} made a {type(module).__name__}, not "
-                            f"a torch.nn.Module.")
-    return module
+
+
+def target_class(cfg_model) -> type | None:
+    """The class `model._target_` names, or None when it names none (building it then says why)."""
+    from hydra.utils import get_class
+    try:
+        return get_class(str(cfg_model._target_))
+    except Exception:  # Hydra's import error; instantiate_target reports it in full
+        return None

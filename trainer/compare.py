@@ -10,6 +10,8 @@ Runs both systems for `compare.seeds` seeds (run.seed, run.seed + 1, ...) and wr
 Training time is the sum of the epochs' training times (sampling, feature gathering and model
 steps; evaluation excluded, as both systems evaluate identically). The time-to-accuracy target is
 `compare.target_val_acc`, or when null 0.98 x the best epoch of the reference's mean validation curve.
+How each system ran (conveyor: pipeline, sampler, cache, device; the reference: NeighborLoader's
+worker processes, device) is in comparison.json's `setup`, the table and the plot's title.
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from partition import ConveyorError
 from partition.datasets import load_configured
 from partition.device import resolve_device, use_device
+from pipeline.options import PipelineOptions
+from samplers import resolve_sampler_name
 
 from .metrics import setup_logging
-from .reference import require_neighbor_sampling, train_reference
+from .reference import require_neighbor_sampling, require_reference_model, train_reference
 from .run import train
 
 log = logging.getLogger("conveyor")
@@ -52,9 +57,11 @@ def compare(cfg) -> dict:
 
     seeds = [int(cfg.run.seed) + i for i in range(num_seeds)]
     runs = {name: [] for name in SYSTEMS}
+    model = None
     for seed in seeds:
         conveyor_dir = out_dir / "conveyor" / f"seed{seed}"
         result = train(_seed_cfg(cfg, seed, conveyor_dir))
+        model = result.model
         setup_logging(out_dir)  # train() pointed the log file at its own directory
         runs["conveyor"].append(_curves(seed, {"epochs": result.history, "final": result.final}))
         pyg = train_reference(_seed_cfg(cfg, seed, out_dir / "pyg" / f"seed{seed}"), graph,
@@ -62,10 +69,12 @@ def compare(cfg) -> dict:
         runs["pyg"].append(_curves(seed, pyg))
 
     result = summarise(runs, target)
-    result.update({"data": str(cfg.data.name), "model": str(cfg.model.name),
+    result.update({"data": str(cfg.data.name), "model": _model_label(cfg.model),
                    "fanouts": [int(f) for f in cfg.sampler.fanouts],
                    "batch_size": int(cfg.trainer.batch_size),
-                   "epochs": int(cfg.trainer.epochs), "seeds": seeds, "device": str(device)})
+                   "epochs": int(cfg.trainer.epochs), "seeds": seeds, "device": str(device),
+                   "setup": {"conveyor": conveyor_setup(cfg, model, device, runs["conveyor"]),
+                             "pyg": runs["pyg"][0]["final"]["setup"]}})
     write_tensorboard(out_dir / "tensorboard", runs)
     (out_dir / "comparison.json").write_text(json.dumps(result, indent=1))
     table = markdown_table(result)
@@ -81,12 +90,54 @@ def _check(cfg) -> tuple[int, float | None]:
     seeds, target = cfg.compare.get("seeds", 3), cfg.compare.get("target_val_acc")  # schema-checked
     if int(cfg.run.world_size) != 1:
         raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
+    require_reference_model(cfg.model)
     if cfg.run.resume:
         raise ConveyorError("mode=compare cannot resume; drop run.resume=true and choose a new run.out_dir.")
     out_dir = Path(cfg.run.out_dir)
     if any((out_dir / name).exists() for name in ("comparison.json",) + SYSTEMS):
         raise ConveyorError(f"run.out_dir={out_dir} already holds a comparison; choose another run.out_dir.")
     return seeds, None if target is None else float(target)
+
+
+def conveyor_setup(cfg, model, device, runs: list) -> dict:
+    """How conveyor ran: model, pipeline processes, sampler, cache (and the hit ratio it reached)."""
+    asynchronous = cfg.pipeline.name == "async"
+    hit_ratios = [r["cache_hit_ratio"] for r in runs if r.get("cache_hit_ratio") is not None]
+    return {"model": _model_name(model), "parameters": sum(p.numel() for p in model.parameters()),
+            "pipeline": str(cfg.pipeline.name),
+            "processes": ("sampler, loader and trainer processes" if asynchronous
+                          else "sampling and gathering in the training process"),
+            "stage_threads": PipelineOptions.from_config(cfg.pipeline).threads if asynchronous else None,
+            "sampler": resolve_sampler_name(cfg.sampler.name, device),
+            "cache": str(cfg.cache.policy), "cache_capacity": str(cfg.cache.capacity),
+            "cache_hit_ratio": float(np.mean(hit_ratios)) if hit_ratios else None,
+            "torch_threads": torch.get_num_threads(), "device": str(device)}
+
+
+def _model_label(cfg_model) -> str:
+    """`model.name`, and the class when `model._target_` names one (its name may be a default's)."""
+    name = str(cfg_model.name)
+    return f"{name} ({cfg_model._target_})" if "_target_" in cfg_model else name
+
+
+def _model_name(model) -> str:
+    """`PerHopGNN(GAT)`, `SampledGNN(sage)`, or a user's own class."""
+    if hasattr(model, "gnn"):  # PerHopGNN: a PyG BasicGNN run hop by hop
+        return f"{type(model).__name__}({type(model.gnn).__name__})"
+    kind = getattr(model, "kind", None)  # SampledGNN: sage, gcn or mlp
+    return f"{type(model).__name__}({kind})" if kind else type(model).__name__
+
+
+def describe_setup(setup: dict) -> dict:
+    """One line per system saying how it ran, for the table and the plot."""
+    c, p = setup["conveyor"], setup["pyg"]
+    hit = "" if c["cache_hit_ratio"] is None else f", hit ratio {c['cache_hit_ratio']:.2f}"
+    workers = (f"{p['workers']} persistent worker process{'es' if p['workers'] > 1 else ''}"
+               if p["workers"] else "no worker processes (samples in the training process)")
+    return {"conveyor": f"{c['model']}, pipeline={c['pipeline']} ({c['processes']}), sampler {c['sampler']}, "
+                        f"cache {c['cache']} (capacity {c['cache_capacity']}{hit}), device {c['device']}",
+            "pyg": f"{p['model']}, {p['loader']} with {workers}, {p['sampling']} sampling, "
+                   f"device {p['device']}"}
 
 
 def _seed_cfg(cfg, seed: int, out_dir: Path):
@@ -108,6 +159,7 @@ def _curves(seed: int, metrics: dict) -> dict:
     # The median resists the stalls of a shared machine and the first epoch's warm-up.
     curves["median_epoch_time_s"] = float(np.median([e["epoch_time_s"] for e in epochs]))
     curves["final"] = metrics["final"]
+    curves["cache_hit_ratio"] = epochs[-1].get("cache_hit_ratio")  # conveyor's runs only
     return curves
 
 
@@ -181,6 +233,8 @@ def markdown_table(result: dict) -> str:
              f"Target val acc {result['target_val_acc']:.4f} ({result['target_source']}); "
              f"times are training time (evaluation excluded).",
              "",
+             *(f"- {name}: {line}" for name, line in describe_setup(result["setup"]).items()),
+             "",
              "| system | " + " | ".join(header for header, _, _ in COLUMNS) + " |",
              "|---|" + "---|" * len(COLUMNS)]
     for name in SYSTEMS:
@@ -237,6 +291,8 @@ def plot(result: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
     by_epoch.set_ylabel("validation accuracy")
     by_epoch.legend(loc="lower right")
+    how = describe_setup(result["setup"])
     fig.suptitle(f"{result['data']} · {result['model']} · {len(result['seeds'])} seeds "
-                 f"(mean ± std) · {result['device']}")
+                 f"(mean ± std) · {result['device']}\n"
+                 + "\n".join(f"{name}: {line}" for name, line in how.items()), fontsize=9)
     fig.savefig(path, dpi=110)

@@ -7,10 +7,15 @@ the same config as conveyor's run. One deliberate change from the example: val/t
 the way conveyor's trainer does it (sampled subgraphs with the same fanouts, batches of
 `trainer.eval_batch_size`, the same subgraphs every epoch) instead of full-neighbourhood
 layer-wise inference, so that both systems are measured with the same ruler.
+
+The training loader samples in `compare.pyg_workers` worker processes, kept alive across epochs
+(`persistent_workers`), as a PyG user sets it up (the example uses `num_workers=12`).
 """
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import time
 import warnings
 
@@ -21,9 +26,12 @@ from tqdm import tqdm
 
 from partition import ConveyorError, Graph
 
+from .adapter import instantiate_target, target_class
 from .metrics import RunRecorder
 
 log = logging.getLogger("conveyor")
+
+PYG_EXAMPLE_WORKERS = 12  # examples/ogbn_products_sage.py: NeighborLoader(..., num_workers=12)
 
 
 def require_neighbor_sampling() -> None:
@@ -38,16 +46,20 @@ def require_neighbor_sampling() -> None:
 
 class ReferenceModel(torch.nn.Module):
     """One of PyG's stock models (`GraphSAGE`, `GCN`, `MLP`), sized like conveyor's `SampledGNN`
-    (relu, then dropout, between layers; `model.input_dropout` on the raw features first)."""
+    (relu, then dropout, between layers; `model.input_dropout` on the raw features first), or the
+    PyG `BasicGNN` that `model._target_` names (`model=gat`), built as conveyor builds it."""
 
     def __init__(self, cfg_model, in_dim: int, out_dim: int, num_layers: int):
         super().__init__()
         from torch_geometric.nn import GCN, MLP, GraphSAGE
-        kind, hidden = str(cfg_model.name), int(cfg_model.hidden)
+        kind, hidden = str(cfg_model.name), int(cfg_model.get("hidden", 0))
         dropout = float(cfg_model.get("dropout", 0.5))
         self.input_dropout = float(cfg_model.get("input_dropout", 0.0))
-        self.graph_free = kind == "mlp"
-        if kind == "sage":
+        self.graph_free = kind == "mlp" and "_target_" not in cfg_model
+        if "_target_" in cfg_model:
+            self.gnn = instantiate_target(cfg_model, in_dim, out_dim, num_layers)
+            require_reference_model(cfg_model, type(self.gnn))
+        elif kind == "sage":
             self.gnn = GraphSAGE(in_dim, hidden, num_layers, out_dim, dropout=dropout)
         elif kind == "gcn":
             self.gnn = GCN(in_dim, hidden, num_layers, out_dim, dropout=dropout)
@@ -76,28 +88,69 @@ class ReferenceModel(torch.nn.Module):
         return out[:batch.batch_size]
 
 
+def require_reference_model(cfg_model, cls: type | None = None) -> None:
+    """The reference runs a `model._target_` with PyG's own `forward(x, edge_index)` on
+    NeighborLoader batches: it must be a PyG `BasicGNN`. `cls`: the class built, else the one named."""
+    from torch_geometric.nn.models.basic_gnn import BasicGNN
+    if "_target_" not in cfg_model:
+        return
+    cls = cls or target_class(cfg_model)
+    if cls is None or (isinstance(cls, type) and issubclass(cls, BasicGNN)):
+        return  # None: the name does not import, and conveyor's own build says so first
+    raise ConveyorError(
+        f"mode=compare cannot build a PyG reference for model._target_={cfg_model._target_}: the "
+        f"reference trains PyG's own models on NeighborLoader batches (forward(x, edge_index)), and "
+        f"a {cls.__name__} is not one of PyG's BasicGNN models (GraphSAGE, GCN, GAT, GIN, EdgeCNN or "
+        f"a subclass), whose layers conveyor runs hop by hop too. Compare a BasicGNN instead (e.g. "
+        f"model=gat or model._target_=torch_geometric.nn.GraphSAGE), or train your model alone "
+        f"with mode=train.")
+
+
+def pyg_workers(setting) -> int:
+    """`compare.pyg_workers`: a count, or `auto` = min(12, cores - 2, at least 1): PyG's example's
+    12 where the machine has the cores; the training process and the rest of the machine keep two."""
+    if setting != "auto":
+        return int(setting)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(PYG_EXAMPLE_WORKERS, max(1, cores - 2))
+
+
+def reference_setup(cfg, model: ReferenceModel, device: torch.device) -> dict:
+    """How the reference runs, for metrics.json and the comparison: model, loader, workers, device."""
+    import torch_geometric.typing as pyg_typing
+    workers = pyg_workers(cfg.compare.get("pyg_workers", "auto"))
+    return {"model": type(model.gnn).__name__, "parameters": sum(p.numel() for p in model.parameters()),
+            "loader": "NeighborLoader", "workers": workers,
+            "persistent_workers": workers > 0,
+            "sampling": "pyg-lib" if pyg_typing.WITH_PYG_LIB else "torch_sparse",
+            # torch's DataLoader gives each worker one thread; the training process keeps its own.
+            "worker_threads": 1 if workers else None, "torch_threads": torch.get_num_threads(),
+            "device": str(device)}
+
+
 def to_pyg_data(graph: Graph):
     from torch_geometric.data import Data
     return Data(x=graph.x, y=graph.y, edge_index=graph.edge_index(), num_nodes=graph.num_nodes)
 
 
-def train_reference(cfg, graph: Graph, out_dir, device: torch.device, num_workers: int = 0) -> dict:
+def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
     """Train the reference for `trainer.epochs` with seed `run.seed`; write `metrics.json` and
     TensorBoard scalars into `out_dir` in the same shape as conveyor's trainer; return
-    metrics.json's `epochs` and `final`, and the trained `model`. `num_workers`: the loaders'
-    sampling processes (PyG's ogbn-products example uses 12; 0 samples in this process)."""
+    metrics.json's `epochs` and `final` (`final["setup"]`: how it ran), and the trained `model`."""
     require_neighbor_sampling()
+    require_reference_model(cfg.model)
     seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
     fanouts = [int(f) for f in cfg.sampler.fanouts]
     eval_every, progress = int(cfg.trainer.get("eval_every", 1)), bool(cfg.trainer.progress)
     torch.manual_seed(seed)  # model init, the loader's shuffle, dropout and torch_sparse's sampling
     model = ReferenceModel(cfg.model, graph.x.size(1), int(graph.num_classes), len(fanouts)).to(device)
+    setup = reference_setup(cfg, model, device)
     optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
                                  weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
     data = to_pyg_data(graph)
     with warnings.catch_warnings():  # PyG nags about pyg-lib when it samples with torch_sparse
         warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
-        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts, num_workers)
+        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts, setup["workers"])
 
     recorder = RunRecorder(out_dir, OmegaConf.to_container(cfg, resolve=True))
     run_start = time.perf_counter()
@@ -115,7 +168,9 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device, num_worker
                  record["train_acc"], _fmt(record.get("val_acc")), _fmt(record.get("test_acc")),
                  record["epoch_time_s"])
         recorder.epoch(record)
-    final = _final(recorder.epochs, best, run_start)
+    del train_loader, eval_loaders
+    gc.collect()  # a loader refers to itself (its collate_fn): collecting it stops its workers now
+    final = {**_final(recorder.epochs, best, run_start), "setup": setup}
     recorder.write(final)
     recorder.close()
     return {"epochs": recorder.epochs, "final": final, "model": model}
@@ -142,14 +197,18 @@ def _final(history: list, best: dict, run_start: float) -> dict:
             "wall_time_s": time.perf_counter() - run_start}
 
 
-def _loaders(cfg, graph: Graph, data, fanouts, num_workers: int = 0):
-    """Training batches as in PyG's example; val/test batches as conveyor's trainer evaluates."""
+def _loaders(cfg, graph: Graph, data, fanouts, workers: int):
+    """Training batches as in PyG's example, from `workers` processes kept across epochs; val/test
+    batches as conveyor's trainer evaluates. Their workers start afresh at each evaluation: they
+    then take their seeds from the re-seeded training process, so every evaluation samples the
+    same subgraphs (persistent workers would carry their random streams over)."""
     from torch_geometric.loader import NeighborLoader
     train_loader = NeighborLoader(data, num_neighbors=fanouts, batch_size=int(cfg.trainer.batch_size),
-                                  input_nodes=graph.train_idx, shuffle=True, num_workers=num_workers)
+                                  input_nodes=graph.train_idx, shuffle=True, num_workers=workers,
+                                  persistent_workers=workers > 0)
     eval_loaders = {split: NeighborLoader(data, num_neighbors=fanouts, input_nodes=idx, shuffle=False,
                                           batch_size=int(cfg.trainer.eval_batch_size),
-                                          num_workers=num_workers)
+                                          num_workers=workers)
                     for split in ("val", "test")
                     if (idx := getattr(graph, f"{split}_idx")) is not None and idx.numel() > 0}
     return train_loader, eval_loaders

@@ -142,6 +142,8 @@ SCHEMA: dict[str, Rule] = {
     "compare.seeds": integer(1, optional=True),
     "compare.target_val_acc": number(0, 1, low_open=True, optional=True, nullable=True,
                                      hint="null: 0.98 x the reference's best mean val accuracy"),
+    "compare.pyg_workers": Rule("auto or an integer >= 0", lambda v: v == "auto" or type(v) is int and v >= 0,
+                                optional=True, hint="the PyG reference's NeighborLoader worker processes"),
     "data.name": choice(DATASETS),
     "data.root": text(nullable=True, optional=True),
     "data.normalize_features": boolean(optional=True),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 
@@ -132,11 +131,10 @@ def e2e(ctx: Context, only: list[str] | None = None) -> dict:
     if graph["status"] != "ok":
         return {"status": "failed", "reason": graph["reason"]}
     overrides = e2e_overrides(ctx)
-    workers = 2 if ctx.tiny else min(12, max(1, (os.cpu_count() or 2) - 2))  # PyG's example: 12
+    workers = ["compare.pyg_workers=2"] if ctx.tiny else []  # else auto: PyG's example's 12, cores allowing
     argv = {"conveyor": lambda out: ["launch.py", *overrides, f"run.out_dir={out}"],
-            "pyg": lambda out: ["benchmarks/gpu/reference_run.py", "--workers", str(workers),
-                                "--out", str(out), *overrides]}
-    result = {"overrides": overrides, "workers": workers, **_previous(ctx, "e2e", only, "systems")}
+            "pyg": lambda out: ["benchmarks/gpu/reference_run.py", "--out", str(out), *overrides, *workers]}
+    result = {"overrides": overrides, **_previous(ctx, "e2e", only, "systems")}
     for system in only or SYSTEMS:
         out = ctx.results / "e2e" / system
         shutil.rmtree(out, ignore_errors=True)  # launch.py refuses a folder with a checkpoint
@@ -152,6 +150,7 @@ def e2e(ctx: Context, only: list[str] | None = None) -> dict:
             shutil.rmtree(out / "checkpoints", ignore_errors=True)  # not a result; keeps results small
         print(f"e2e {system}: {json.dumps(result['systems'][system], default=str)}")
     systems = result["systems"]
+    result["workers"] = systems.get("pyg", {}).get("setup", {}).get("workers")
     if all(systems.get(s, {}).get("status") == "passed" for s in SYSTEMS):
         result["pyg_over_conveyor_epoch_time"] = (systems["pyg"]["steady_epoch_s"] /
                                                   systems["conveyor"]["steady_epoch_s"])
@@ -171,4 +170,5 @@ def _run_figures(out, outcome) -> dict:
     return {"status": "passed", "epoch_times_s": times, "mean_epoch_s": sum(times) / len(times),
             "steady_epoch_s": sum(steady) / len(steady), "test_acc": final.get("test_acc"),
             "val_acc": final.get("val_acc"), "train_acc": final.get("train_acc"),
-            "wall_s": outcome.seconds, "metrics": rel(metrics)}
+            "wall_s": outcome.seconds, "metrics": rel(metrics),
+            **({"setup": final["setup"]} if "setup" in final else {})}  # the reference's: its workers

@@ -1,10 +1,12 @@
 """The PyG reference loop alone (trainer/reference.py: NeighborLoader, PyG's GraphSAGE, Adam), on
-the config that `launch.py OVERRIDE ...` would compose, with its loaders' worker processes as in
-PyG's ogbn-products example; conveyor's `mode=compare` runs the same loop in-process.
+the config that `launch.py OVERRIDE ...` would compose, as conveyor's `mode=compare` runs it:
+its loader's worker processes are `compare.pyg_workers` (auto: as PyG's ogbn-products example,
+12, where the machine has the cores).
 
-    python benchmarks/gpu/reference_run.py --out DIR [--workers N] OVERRIDE ...
+    python benchmarks/gpu/reference_run.py --out DIR [compare.pyg_workers=N] OVERRIDE ...
 
-Writes DIR/metrics.json (the shape conveyor's runs write) and prints `final` as one JSON line.
+Writes DIR/metrics.json (the shape conveyor's runs write; `final.setup.workers`: the workers it
+used) and prints `final` as one JSON line.
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--workers", type=int, default=12, help="NeighborLoader worker processes")
     args, overrides = p.parse_known_args()
     from partition.compose import compose_config
     from partition.datasets import load_configured
@@ -31,7 +32,7 @@ def main() -> None:
     cfg = compose_config(overrides)  # as launch.py composes it (resolvers, one-paragraph errors)
     device = use_device(resolve_device(cfg.run.device))
     graph = load_configured(cfg.data)
-    result = train_reference(cfg, graph, args.out, device, num_workers=args.workers)
+    result = train_reference(cfg, graph, args.out, device)
     print(json.dumps(result["final"]))
 
 

@@ -56,7 +56,8 @@ def rows(results: dict) -> list[tuple[str, str, str]]:
          f"{fmt(asyn.get('ipc_ms_per_batch'), '.3f')} ms ({fmt(_pct(asyn.get('ipc_fraction')), '.2f', '%')})",
          "bench/pipeline.json"),
         ("end-to-end epoch time, conveyor vs PyG reference (steady epochs; PyG: NeighborLoader with "
-         f"{(results.get('e2e') or {}).get('workers', NA)} worker processes, as its products example)",
+         f"{_or_na((results.get('e2e') or {}).get('workers'))} persistent worker processes, as its products "
+         "example)",
          f"{fmt(conv.get('steady_epoch_s'))} vs {fmt(pyg.get('steady_epoch_s'))} s "
          f"(PyG / conveyor {ratio(pyg.get('steady_epoch_s'), conv.get('steady_epoch_s'))})"
          + (f"; PyG: {pyg['reason']}" if pyg.get("status") == "skipped" else ""), "e2e.json"),
@@ -70,6 +71,10 @@ def rows(results: dict) -> list[tuple[str, str, str]]:
     out.append(("compute-sanitizer errors", ", ".join(f"{t} {r.get('errors', NA)}" for t, r in tools.items())
                 if tools else f"skipped: {sanitize.get('reason', 'not run')}", "sanitize.json"))
     return out
+
+
+def _or_na(value):
+    return NA if value is None else value
 
 
 def _pct(fraction):
