@@ -111,6 +111,7 @@ def test_each_side_says_how_it_ran(comparison):
     assert conveyor["model"] == "SampledGNN(sage)" and pyg["parameters"] == conveyor["parameters"]
     assert (conveyor["pipeline"], conveyor["sampler"], conveyor["cache"]) == ("serial", "bsp", "degree")
     assert 0 < conveyor["cache_hit_ratio"] <= 1
+    assert conveyor["evaluation"] == pyg["evaluation"] == "layerwise"  # trainer.inference=auto, both sides
     table = (out_dir / "comparison.md").read_text()
     lines = describe_setup(result["setup"])
     assert f"- pyg: {lines['pyg']}\n" in table and f"- conveyor: {lines['conveyor']}\n" in table
@@ -128,15 +129,36 @@ def test_reference_with_workers_repeats_and_evaluates_the_same_subgraphs(data_ro
     if not HAS_SAMPLING:
         pytest.skip("needs torch_sparse or pyg-lib")
     cfg = cora_cfg(data_root, tmp_path, "sampler.fanouts=[2,2]", "trainer.lr=1e-12",
-                   "trainer.eval_batch_size=64", "compare.pyg_workers=1")
+                   "trainer.eval_batch_size=64", "compare.pyg_workers=1", "trainer.inference=sampled")
     graph = load_configured(cfg.data)
     first, again = (train_reference(cfg, graph, tmp_path / name, torch.device("cpu")) for name in ("a", "b"))
-    assert first["final"]["setup"]["workers"] == 1
+    assert first["final"]["setup"]["workers"] == 1 and first["final"]["setup"]["evaluation"] == "sampled"
     strip = ("epoch_time_s", "eval_time_s")
     assert ([{k: v for k, v in e.items() if k not in strip} for e in first["epochs"]]
             == [{k: v for k, v in e.items() if k not in strip} for e in again["epochs"]])
     for split in ("val_acc", "test_acc"):
         assert len({e[split] for e in first["epochs"]}) == 1, [e[split] for e in first["epochs"]]
+
+
+def test_reference_evaluates_layerwise_as_exactly_as_sampling_every_neighbour(data_root, tmp_path):
+    """With every neighbour (fanouts -1) training draws nothing, so two runs of one seed train the
+    same model; evaluated layer-wise (PyG's inference_per_layer) or on full sampled subgraphs,
+    they must score the same nodes right."""
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    graph = None
+    accuracies = {}
+    for inference in ("layerwise", "sampled"):
+        cfg = cora_cfg(data_root, tmp_path, "sampler.fanouts=[-1,-1]", "trainer.epochs=2",
+                       "compare.pyg_workers=0", f"trainer.inference={inference}")
+        graph = graph or load_configured(cfg.data)
+        run_ = train_reference(cfg, graph, tmp_path / inference, torch.device("cpu"))
+        assert run_["final"]["setup"]["evaluation"] == inference
+        accuracies[inference] = [(e["val_acc"], e["test_acc"]) for e in run_["epochs"]]
+    val_nodes, test_nodes = graph.val_idx.numel(), graph.test_idx.numel()
+    for (lv, lt), (sv, st) in zip(accuracies["layerwise"], accuracies["sampled"]):
+        assert abs(lv - sv) * val_nodes <= 1 and abs(lt - st) * test_nodes <= 1, accuracies  # float order
+    assert accuracies["layerwise"][-1][0] > 0.3  # learning: over twice chance (7 classes)
 
 
 @pytest.mark.parametrize("model, stock", [("model=gat", "GAT"), ("+model._target_=torch_geometric.nn.GIN", "GIN")])

@@ -111,6 +111,7 @@ def conveyor_setup(cfg, model, device, runs: list) -> dict:
             "sampler": resolve_sampler_name(cfg.sampler.name, device),
             "cache": str(cfg.cache.policy), "cache_capacity": str(cfg.cache.capacity),
             "cache_hit_ratio": float(np.mean(hit_ratios)) if hit_ratios else None,
+            "evaluation": runs[0]["final"].get("inference") if runs else None,
             "torch_threads": torch.get_num_threads(), "device": str(device)}
 
 
@@ -135,9 +136,10 @@ def describe_setup(setup: dict) -> dict:
     workers = (f"{p['workers']} persistent worker process{'es' if p['workers'] > 1 else ''}"
                if p["workers"] else "no worker processes (samples in the training process)")
     return {"conveyor": f"{c['model']}, pipeline={c['pipeline']} ({c['processes']}), sampler {c['sampler']}, "
-                        f"cache {c['cache']} (capacity {c['cache_capacity']}{hit}), device {c['device']}",
+                        f"cache {c['cache']} (capacity {c['cache_capacity']}{hit}), "
+                        f"{c['evaluation']} evaluation, device {c['device']}",
             "pyg": f"{p['model']}, {p['loader']} with {workers}, {p['sampling']} sampling, "
-                   f"device {p['device']}"}
+                   f"{p['evaluation']} evaluation, device {p['device']}"}
 
 
 def _seed_cfg(cfg, seed: int, out_dir: Path):

@@ -3,10 +3,11 @@
 It trains the way PyG's own ogbn-products example does (`examples/ogbn_products_sage.py`): a
 `NeighborLoader` over the training nodes with the run's fanouts and batch size, PyG's stock models
 (`GraphSAGE`, `GCN`, `MLP`), Adam, cross-entropy on the seeds. Everything it is given comes from
-the same config as conveyor's run. One deliberate change from the example: val/test are evaluated
-the way conveyor's trainer does it (sampled subgraphs with the same fanouts, batches of
-`trainer.eval_batch_size`, the same subgraphs every epoch) instead of full-neighbourhood
-layer-wise inference, so that both systems are measured with the same ruler.
+the same config as conveyor's run. Val/test are evaluated the way conveyor's run evaluates them
+(`trainer.inference`), so that both systems are measured with the same ruler: layer-wise over
+every in-neighbour, as the example does, through PyG's own `BasicGNN.inference_per_layer` and the
+same batching as conveyor's (trainer/layerwise.py); or sampled subgraphs with the run's fanouts, in
+batches of `trainer.eval_batch_size`, the same subgraphs every epoch.
 
 The training loader samples in `compare.pyg_workers` worker processes, kept alive across epochs
 (`persistent_workers`), as a PyG user sets it up (the example uses `num_workers=12`).
@@ -27,6 +28,7 @@ from tqdm import tqdm
 from partition import ConveyorError, Graph
 
 from .adapter import instantiate_target, target_class
+from .layerwise import layerwise_logits, resolve_inference
 from .metrics import RunRecorder
 
 log = logging.getLogger("conveyor")
@@ -115,8 +117,15 @@ def pyg_workers(setting) -> int:
     return min(PYG_EXAMPLE_WORKERS, max(1, cores - 2))
 
 
+def reference_inference(cfg, model: ReferenceModel) -> str:
+    """`trainer.inference` for the reference, resolved as conveyor resolves it for its own model.
+    A graph-free MLP reads only the seeds' own features, so there both are the same: sampled."""
+    return "sampled" if model.graph_free else resolve_inference(str(cfg.trainer.inference), model.gnn)
+
+
 def reference_setup(cfg, model: ReferenceModel, device: torch.device) -> dict:
-    """How the reference runs, for metrics.json and the comparison: model, loader, workers, device."""
+    """How the reference runs, for metrics.json and the comparison: model, loader, workers,
+    evaluation, device."""
     import torch_geometric.typing as pyg_typing
     workers = pyg_workers(cfg.compare.get("pyg_workers", "auto"))
     return {"model": type(model.gnn).__name__, "parameters": sum(p.numel() for p in model.parameters()),
@@ -125,7 +134,7 @@ def reference_setup(cfg, model: ReferenceModel, device: torch.device) -> dict:
             "sampling": "pyg-lib" if pyg_typing.WITH_PYG_LIB else "torch_sparse",
             # torch's DataLoader gives each worker one thread; the training process keeps its own.
             "worker_threads": 1 if workers else None, "torch_threads": torch.get_num_threads(),
-            "device": str(device)}
+            "evaluation": reference_inference(cfg, model), "device": str(device)}
 
 
 def to_pyg_data(graph: Graph):
@@ -161,7 +170,8 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
                                                   progress, f"pyg epoch {epoch}/{epochs}")}
         record["epoch_time_s"] = time.perf_counter() - t0
         if epoch % eval_every == 0 or epoch == epochs:
-            record.update(_evaluate_splits(model, eval_loaders, device, seed))
+            record.update(_evaluate_splits(model, eval_loaders, device, seed, setup["evaluation"], graph,
+                                           int(cfg.trainer.eval_batch_size)))
             if record.get("val_acc", -1.0) > best["val_acc"]:
                 best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
         log.info("pyg epoch %d: loss %.4f train %.4f val %s test %s | %.2fs", epoch, record["loss"],
@@ -176,14 +186,21 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
     return {"epochs": recorder.epochs, "final": final, "model": model}
 
 
-def _evaluate_splits(model, eval_loaders: dict, device, seed: int) -> dict:
-    """Accuracy per split, on the same subgraphs every epoch, without disturbing the training's
-    random stream."""
+def _evaluate_splits(model, eval_loaders: dict, device, seed: int, inference: str, graph: Graph,
+                     batch_size: int) -> dict:
+    """Accuracy per split: layer-wise, or on the same sampled subgraphs every epoch, without
+    disturbing the training's random stream."""
     start, figures = time.perf_counter(), {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1_000_003)
         for split, loader in eval_loaders.items():
-            figures[f"{split}_acc"] = _evaluate(model, loader, device)
+            if inference == "layerwise":
+                idx = getattr(graph, f"{split}_idx")
+                model.eval()
+                logits = layerwise_logits(model.gnn, graph, idx, batch_size, device)
+                figures[f"{split}_acc"] = (logits.argmax(1) == graph.y[idx].long()).double().mean().item()
+            else:
+                figures[f"{split}_acc"] = _evaluate(model, loader, device)
     figures["eval_time_s"] = time.perf_counter() - start
     return figures
 
