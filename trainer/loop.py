@@ -42,6 +42,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
             bar.set_postfix(loss=f"{window_loss:.3f}")
             if on_log is not None:
                 on_log(step, window_loss)
+        del pb, out, loss  # the batch's slots go back to the stages now, not after the next batch arrives
     loss, accuracy = meter.totals()  # no read unless batches came after the last
     return {"loss": loss, "train_acc": accuracy, "train_s": train_s, **costs.figures()}
 
@@ -84,4 +85,5 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
             out = model(pb.x.float(), pb.batch.layers())
             loss = F.cross_entropy(out, pb.y)
         meter.add(out, pb.y, loss)
+        del pb, out, loss
     return meter.totals()
