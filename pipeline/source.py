@@ -244,8 +244,8 @@ class AsyncBatches:
             self.control.add("ready_taken")
             if message.job == job:
                 return message, time.perf_counter() - start
-            slot, packed = message.slots["ready"]
-            self.readers["ready"].receive(slot, packed["grown"])  # it may bring a grown buffer
+            for q, (slot, packed) in message.slots.items():  # it may bring grown buffers
+                self.readers[q].receive(slot, packed["grown"])
             for q, (s, _) in message.slots.items():  # left over from a job the trainer stopped
                 self.free[q].put(s)  # reading, and never read here: both its slots go back
 
@@ -264,11 +264,15 @@ class AsyncBatches:
 
     def _unpack(self, message: BatchMessage) -> Dict[str, Tensor]:
         """Views of the batch's tensors in its two slots, once the sampler's grown buffers it
-        needs have arrived (on their own queue: see stages.py)."""
+        needs have arrived (on their own queue: see stages.py). The batch's message can overtake
+        them (each queue has its own feeder thread in the sampler), so a sampler that stops after
+        sending its message is a stall here too."""
+        start = time.perf_counter()
         while self._sampler_grown < message.sampler_grown:
             item = self._take(self.sampler_buffers, "a buffer from the sampler")
             if item is None:
                 self._check_stages()
+                self._check_stall(start)
                 continue
             self.readers["sampled"].receive(*item)
             self._sampler_grown += 1

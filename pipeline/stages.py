@@ -20,8 +20,9 @@ trainer stopped reading). A sampled slot is thus in use from sampling to the end
 the sampled queue has as many slots as both queues together (PipelineOptions.sampled_slots): the
 sampler is never held back by slots more than by its pace limit, and the slot counts still bound
 the memory in flight. A grown sampled buffer reaches the loader with its message and the trainer
-on a queue of its own (a CUDA tensor received by IPC cannot be sent on); each message counts the
-buffers the sampler had sent, so the trainer knows how many to read before it looks at the batch.
+on a GPU on a queue of its own (a CUDA tensor received by IPC cannot be sent on); each message
+counts the buffers the sampler had sent, so the trainer knows how many to read before it looks at
+the batch. On the CPU the loader forwards them with the batch (see run_loader).
 """
 from __future__ import annotations
 
@@ -201,7 +202,8 @@ def run_sampler(stage: Stage, graph) -> None:
                 slot = stage.acquire("sampled")
                 begin, written = time.perf_counter(), writer.bytes_written
                 packed = writer.pack(slot, batch.to_tensors())
-                if packed["grown"]:  # the trainer reads this slot too: it needs the new buffers
+                if packed["grown"] and stage.device.type == "cuda":  # the trainer reads this slot
+                    # too: it needs the new buffers (on the CPU the loader forwards them)
                     spec.grown_out.put((slot, packed["grown"]))
                     grown_sent += 1
                 cost = BatchCost(sample_s=sample_s).plus_ipc(time.perf_counter() - begin,
@@ -219,6 +221,7 @@ def run_loader(stage: Stage, graph) -> None:
     fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
     labels = graph.y.to(stage.device)  # once: each batch's labels are gathered on the device
     reader, writer = SlotReader(), SlotWriter(stage.device)
+    unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
     stage.send("ready", os.getpid(), repr(cache))
     while True:
         start = time.perf_counter()
@@ -228,6 +231,8 @@ def run_loader(stage: Stage, graph) -> None:
         control.add("sampled_taken")
         sampled_slot, sampled = message.slots["sampled"]
         views = reader.unpack(sampled_slot, sampled)
+        if stage.device.type == "cpu":
+            unforwarded.setdefault(sampled_slot, {}).update(sampled["grown"])
         if message.job != control["job"]:  # a job the trainer stopped reading
             del views
             spec.inbox_free.put(sampled_slot)
@@ -246,7 +251,11 @@ def run_loader(stage: Stage, graph) -> None:
         del views  # the sampled slot now belongs to the trainer, which releases it
         cost = message.cost.gathered(gathered - begin, before, cache.stats())
         cost = cost.plus_ipc(unpacked - got, writer.bytes_written - written)
-        forwarded = {"shapes": sampled["shapes"], "grown": {}}  # the trainer gets grown buffers apart
+        # On a GPU the trainer gets the grown buffers from the sampler (a CUDA tensor received by
+        # IPC cannot be sent on). On the CPU they go on from here: unpickling a shared CPU buffer
+        # asks its sender for the file descriptor, and a sender that is stopped (a stall) would
+        # then hang the trainer inside the unpickling, where no stall timeout can reach it.
+        forwarded = {"shapes": sampled["shapes"], "grown": unforwarded.pop(sampled_slot, {})}
         message = BatchMessage(message.job, message.index,
                                {"sampled": (sampled_slot, forwarded), "ready": (slot, packed)},
                                message.counts, cost, message.sampler_grown)

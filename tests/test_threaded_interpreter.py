@@ -221,4 +221,6 @@ def test_out_of_bounds_access_is_an_error_not_a_crash():
     error = caught.value.__cause__
     assert isinstance(error, IndexError) and "outside every tensor argument" in str(error), error
     assert "program (1, 0, 0)" in error.__notes__[0]
-    assert buffer.tolist() == [1, 0, 0, 0, 0, 0, 0, 0]  # program 0 wrote, program 1 was stopped
+    # Program 1's store past its slice (buffer[4]) never landed. Program 0 runs at the same time
+    # and is stopped with the launch, so whether its store (buffer[0]) came first is a race.
+    assert buffer[1:].tolist() == [0] * 7 and buffer[0] in (0, 1), buffer.tolist()
