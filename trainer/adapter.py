@@ -25,7 +25,24 @@ BIPARTITE = (SAGEConv, GATConv, GATv2Conv, GINConv)
 CONVEYOR_KEYS = ("name", "hidden", "input_dropout")  # read here, not passed to the target
 
 
-class PerHopGNN(nn.Module):
+class PerHopForward(nn.Module):
+    """`forward(x, layers)` as layer after layer of `inference_per_layer` over the batch's hops,
+    after dropout on the raw features (`self.input_dropout`; as Kipf & Welling's GCN, it helps
+    tiny label sets). A subclass gives `num_layers` and `inference_per_layer`."""
+
+    def forward(self, x: Tensor, layers) -> Tensor:
+        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
+        layers = list(layers)
+        if len(layers) != self.num_layers:
+            raise ConveyorError(f"the model has {self.num_layers} layers but the batch has "
+                                f"{len(layers)} hops; use one fanout per layer.")
+        x = F.dropout(x, p=self.input_dropout, training=self.training)
+        for i, (edge_index, num_src, num_dst) in enumerate(layers):
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
+        return x
+
+
+class PerHopGNN(PerHopForward):
     """A PyG BasicGNN whose layer i runs on hop L-i+1's edges, as its own forward would after
     `trim_to_layer`; activation, norm and dropout between layers exactly as BasicGNN orders them."""
 
@@ -40,16 +57,6 @@ class PerHopGNN(nn.Module):
     @property
     def num_layers(self) -> int:
         return self.gnn.num_layers
-
-    def forward(self, x: Tensor, layers) -> Tensor:
-        layers, gnn = list(layers), self.gnn
-        if len(layers) != gnn.num_layers:
-            raise ConveyorError(f"the model has {gnn.num_layers} layers but the batch has "
-                                f"{len(layers)} hops; use one fanout per layer.")
-        x = F.dropout(x, p=self.input_dropout, training=self.training)
-        for i, (edge_index, num_src, num_dst) in enumerate(layers):
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
-        return x
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
         """BasicGNN's own `inference_per_layer`, but bipartite where the layer allows it (only the

@@ -12,12 +12,12 @@ from torch_geometric.nn import GCNConv, SAGEConv
 
 from partition import ConveyorError
 
-from .adapter import model_from_target
+from .adapter import PerHopForward, model_from_target
 
 MODELS = ("sage", "gcn", "mlp")
 
 
-class SampledGNN(nn.Module):
+class SampledGNN(PerHopForward):
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
                  dropout: float = 0.5, input_dropout: float = 0.0):
         super().__init__()
@@ -37,18 +37,6 @@ class SampledGNN(nn.Module):
     @property
     def num_layers(self) -> int:
         return len(self.layers)
-
-    def forward(self, x: Tensor, layers) -> Tensor:
-        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
-        layers = list(layers)
-        if len(layers) != len(self.layers):
-            raise ConveyorError(f"the model has {len(self.layers)} layers but the batch has "
-                                f"{len(layers)} hops; use one fanout per layer.")
-        # Dropout on the raw features too, as Kipf & Welling's GCN (helps tiny label sets).
-        x = F.dropout(x, p=self.input_dropout, training=self.training)
-        for i, (edge_index, num_src, num_dst) in enumerate(layers):
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
-        return x
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
         """Layer `layer` alone, from the features `x` of its sources (targets first) to its first
