@@ -241,7 +241,7 @@ def run_stages(args) -> dict:
     import torch
 
     from cache.configured import cache_from_config
-    from pipeline.batch import BatchCost, PreparedBatch, seed_labels, synchronize
+    from pipeline.batch import BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
     from pipeline.options import PipelineOptions
     from samplers import build_sampler, resolve_sampler_name
     from trainer.loop import train_epoch
@@ -267,7 +267,7 @@ def run_stages(args) -> dict:
     seeds, sampler_seed = epoch_batches(args, graph, 2)
     sampler.manual_seed(sampler_seed)
     sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads)
-    labels = graph.y.to(device)
+    labels = device_labels(graph.y, device)
     gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(labels, b)),
                                sampled, stage_threads)
     prepared = [PreparedBatch(b, x, y, BatchCost()) for b, (x, y) in zip(sampled, gathered)]

@@ -42,7 +42,7 @@ class BatchCost:
 class PreparedBatch:
     batch: SampledBatch  # on the training device
     x: Tensor  # features of batch.n_id, in the cache's dtype
-    y: Tensor  # labels of the seeds
+    y: Tensor  # labels of the seeds, narrow (device_labels): widen with .long() for a loss
     cost: BatchCost
 
 
@@ -50,6 +50,17 @@ def seed_labels(labels: Tensor, batch: SampledBatch, out: Optional[Tensor] = Non
     """The labels of the batch's seeds (its first nodes), gathered where `labels` and the batch
     are (the training device), into `out` if given: the one label formula."""
     return torch.index_select(labels, 0, batch.seeds, out=out)
+
+
+def device_labels(labels: Tensor, device) -> Tensor:
+    """`labels` on `device` in the narrowest integer type that holds them (int16 below 32,768
+    classes): kept there for the whole run, they cost 2 bytes a node instead of int64's 8 (0.2 GB
+    rather than 0.9 GB of GPU memory on papers100M). The trainer widens each batch's few seeds."""
+    low, high = (int(labels.min()), int(labels.max())) if labels.numel() else (0, 0)
+    for dtype in (torch.int16, torch.int32):
+        if torch.iinfo(dtype).min <= low and high <= torch.iinfo(dtype).max:
+            return labels.to(device=device, dtype=dtype)
+    return labels.to(device)
 
 
 def synchronize(device: torch.device) -> None:

@@ -12,7 +12,7 @@ from typing import Iterator, List
 import torch
 from torch import Tensor
 
-from .batch import WARMUP_BATCHES, BatchCost, PreparedBatch, seed_labels, synchronize
+from .batch import WARMUP_BATCHES, BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
 from .memory import BatchPeak, batch_room
 
 
@@ -22,7 +22,7 @@ class SerialBatches:
         auto cache leaves room for it."""
         self.device = torch.device(device)
         self.sampler, self.cache = sampler, cache
-        self.labels = labels.to(self.device)  # once: each batch's labels are gathered on the device
+        self.labels = device_labels(labels, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
 

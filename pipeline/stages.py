@@ -41,7 +41,7 @@ from cache.configured import cache_from_config
 from partition import ConveyorError
 from samplers import SampledBatch, build_sampler
 
-from .batch import WARMUP_BATCHES, BatchCost, seed_labels, synchronize
+from .batch import WARMUP_BATCHES, BatchCost, device_labels, seed_labels, synchronize
 from .control import Control
 from .memory import batch_room, largest_batch_ratio
 from .options import PipelineOptions
@@ -219,7 +219,7 @@ def run_loader(stage: Stage, graph) -> None:
     spec, control = stage.spec, stage.control
     cache = cache_from_config(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
     fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
-    labels = graph.y.to(stage.device)  # once: each batch's labels are gathered on the device
+    labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
     reader, writer = SlotReader(), SlotWriter(stage.device)
     unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
     stage.send("ready", os.getpid(), repr(cache))

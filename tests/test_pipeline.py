@@ -19,6 +19,7 @@ import torch
 from cache.configured import cache_from_config
 from partition import ConveyorError, Graph
 from pipeline import AsyncBatches, PipelineError
+from pipeline.batch import device_labels
 from pipeline.mps import detect_mps, thread_percentages
 from pipeline.seeds import epoch_seed_batches, eval_seed_batches
 from pipeline.serial import SerialBatches
@@ -179,7 +180,7 @@ def test_async_batches_equal_serial_batches(pipeline):
 def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     """n_id and the edges are copied once, into the sampler's slot, and passed on; x and y are
     gathered straight into the loader's: the bytes written per batch are the bytes it holds
-    (12 float32 features a node, int64 ids, edges and labels). Before: n_id and the edges twice."""
+    (12 float32 features a node, int64 ids and edges, int16 labels). Before: n_id and the edges twice."""
     graph, source, serial = pipeline
     seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=7)[:4]
     before = dict(source.totals)
@@ -187,12 +188,23 @@ def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     for a, s in zip(source.run(seeds, 11), serial.run(seeds, 11), strict=True):
         n, seeds_in_batch = s.batch.n_id.numel(), s.y.numel()
         edges = s.batch.num_sampled_edges
-        held = 8 * n + 2 * 8 * edges + 4 * 12 * n + 8 * seeds_in_batch
+        held = 8 * n + 2 * 8 * edges + 4 * 12 * n + 2 * seeds_in_batch
         assert a.cost.slot_bytes == held, (a.cost.slot_bytes, held)
         expected.append(held)
     assert source.totals["slot_bytes"] - before["slot_bytes"] == sum(expected)
     assert source.totals["batch_bytes"] - before["batch_bytes"] == sum(expected)
     assert source.stats()["bytes_written_ratio"] == 1.0  # every batch of this pipeline so far
+
+
+def test_labels_travel_in_the_narrowest_integer_type_that_holds_them(pipeline):
+    graph, source, serial = pipeline
+    seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=1)[:2]
+    for batches in (source.run(seeds, 3), serial.run(seeds, 3)):
+        for pb in batches:  # 4 classes: int16, the values unchanged
+            assert pb.y.dtype == torch.int16 and torch.equal(pb.y.long(), graph.y[pb.batch.seeds])
+    assert device_labels(torch.tensor([-1, 6]), "cpu").tolist() == [-1, 6]
+    assert device_labels(torch.tensor([0, 40_000]), "cpu").dtype == torch.int32
+    assert device_labels(torch.tensor([-1, 2**31]), "cpu").dtype == torch.int64
 
 
 def test_an_abandoned_run_does_not_leak_into_the_next(pipeline):

@@ -30,7 +30,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         t0 = time.perf_counter()
         with autocast():
             out = model(pb.x.float(), pb.batch.layers())
-            loss = F.cross_entropy(out, pb.y)
+            loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -83,7 +83,7 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
         raise_if_stop_requested()
         with autocast():
             out = model(pb.x.float(), pb.batch.layers())
-            loss = F.cross_entropy(out, pb.y)
+            loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
         meter.add(out, pb.y, loss)
         del pb, out, loss
     return meter.totals()
