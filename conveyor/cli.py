@@ -44,7 +44,8 @@ def print_help(overrides: list) -> None:
 
 
 def fail(error: ConveyorError) -> None:
-    print(f"conveyor: error: {error}", file=sys.stderr)
+    # One paragraph even where a message quotes a library's multi-line text.
+    print(f"conveyor: error: {' '.join(str(error).split())}", file=sys.stderr)
     sys.exit(2)
 
 

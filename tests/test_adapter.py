@@ -80,6 +80,7 @@ def test_a_users_module_by_target_and_by_fit(tmp_path, data_root, cora):
 
 def test_a_target_that_cannot_be_built_says_so(tmp_path, data_root):
     cfg = make_config("data=cora", f"data.root={data_root}", f"run.out_dir={tmp_path / 'bad'}",
-                      "+model._target_=torch_geometric.nn.NoSuchModel")
-    with pytest.raises(ConveyorError, match=r"cannot build model._target_=torch_geometric.nn.NoSuchModel"):
+                      "+model._target_=torch_geometric.nn.GraphSAGE", "+model.no_such_argument=1")
+    with pytest.raises(ConveyorError, match=r"cannot build model._target_=torch_geometric.nn.GraphSAGE: "
+                                            r".*no_such_argument"):
         train(cfg)

@@ -169,3 +169,19 @@ def test_a_good_launch_still_logs_its_epochs(tmp_path, data_root):
     result = launch("data=cora", f"data.root={data_root}", "trainer.epochs=1", f"run.out_dir={out}")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "epoch 1: loss" in result.stderr and "epoch 1: loss" in (out / "run.log").read_text()
+
+
+def test_an_out_dir_in_a_symlink_loop(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    message = refusal(f"run.out_dir={tmp_path / 'a'}")
+    assert f"run.out_dir={tmp_path / 'a'} cannot be followed" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("target, reason", [("nosuch.Net", "No module named 'nosuch'"),
+                                            ("torch_geometric.nn.NoSuchGNN",
+                                             "No module named 'torch_geometric.nn.NoSuchGNN'")])
+def test_a_model_target_that_does_not_import_is_refused_before_the_data(tmp_path, target, reason):
+    message = refusal(f"run.out_dir={tmp_path / 'run'}", "model=gat", f"model._target_={target}")
+    assert f"model._target_={target} cannot be imported ({reason}" in message, message
+    assert "e.g. torch_geometric.nn.GAT" in message

@@ -171,3 +171,16 @@ def test_a_planted_partition_file_is_refused(tmp_path, marker):
     plant(part / "node_ids.pt", marker)
     with pytest.raises(ConveyorError, match="delete .* to rebuild it"):
         load_part(directory, 0)
+
+
+def test_a_planted_custom_array_is_refused_in_one_paragraph(tmp_path, marker):
+    graph = tmp_path / "graph"
+    plant(graph / "x.pt", marker)  # the features of a user's graph, as a torch file
+    for name, value in {"edge_index": torch.tensor([[0, 1], [1, 0]]), "y": torch.tensor([0, 1]),
+                        "train_idx": torch.tensor([0, 1])}.items():
+        torch.save(value, graph / f"{name}.pt")
+    with pytest.raises(ConveyorError) as error:
+        load_dataset("custom", path=graph)
+    message = str(error.value)
+    assert f"cannot read {graph / 'x.pt'} (it holds Python objects besides arrays and tensors, " \
+           f"and nothing in it was run)" in message and "\n" not in message, message

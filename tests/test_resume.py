@@ -3,6 +3,7 @@ lr or weight decay is applied, logged and recorded."""
 import json
 
 import pytest
+import torch
 
 from partition import ConveyorError
 from tests.configs import make_config
@@ -52,3 +53,28 @@ def test_resume_with_other_epochs_and_pipeline_is_fine(trained):
     out, config = trained
     final = train(config("trainer.epochs=2", "run.resume=true", "pipeline=serial", "cache=none")).final
     assert final["epochs"] == 2
+
+
+def test_resume_refuses_a_checkpoint_of_another_version_before_the_data_loads(trained, monkeypatch):
+    """A last.pt without what a run restores (an older conveyor's, another program's) is named
+    from its missing keys, before the dataset is read (here: a data root that would fail)."""
+    out, config = trained
+    torch.save({"epoch": 1, "model": {"w": torch.zeros(2)}}, out / CHECKPOINT)
+    with pytest.raises(ConveyorError) as error:
+        train(config("trainer.epochs=2", "run.resume=true", "data.root=/nonexistent"))
+    message = str(error.value)
+    assert f"cannot resume from checkpoint {out / CHECKPOINT}" in message, message
+    assert "optimizer is missing; history is missing; best is missing" in message, message
+    assert "Move it away to start afresh" in message and "\n" not in message
+
+
+def test_resume_refuses_weights_that_do_not_fit_the_model(trained):
+    out, config = trained
+    state = torch.load(out / CHECKPOINT, weights_only=True)
+    state["model"] = {"layers.0.weight": torch.zeros(3)}  # another version's parameter names
+    torch.save(state, out / CHECKPOINT)
+    with pytest.raises(ConveyorError) as error:
+        train(config("trainer.epochs=2", "run.resume=true"))
+    message = str(error.value)
+    assert "its weights do not fit this SampledGNN" in message, message
+    assert 'Unexpected key(s) in state_dict: "layers.0.weight"' in message and "\n" not in message

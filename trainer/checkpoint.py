@@ -22,6 +22,8 @@ from .resume import check_resumable
 
 CHECKPOINT = "checkpoints/last.pt"
 BEST = "checkpoints/best.pt"
+# What a run restores from last.pt (trainer/run.py, start_run), and the type each must have.
+RESUMED = {"epoch": int, "model": dict, "optimizer": dict, "history": list, "best": dict}
 log = logging.getLogger("conveyor")
 
 
@@ -63,5 +65,23 @@ def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
             log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
         return out_dir, None
     state = load_checkpoint(out_dir)
+    check_layout(state, checkpoint_path(out_dir))
     check_resumable(state.get("config"), OmegaConf.to_container(cfg, resolve=True), out_dir)
     return out_dir, state
+
+
+def check_layout(state, path: Path) -> None:
+    """Refuse, before any data is read, a checkpoint that lacks what a resumed run restores (one
+    from another program or version of conveyor), instead of a KeyError after the data loaded."""
+    if not isinstance(state, dict):
+        problems = [f"it holds a {type(state).__name__}, not a dict"]
+    else:
+        problems = [f"{key} is missing" if key not in state else
+                    f"{key} is a {type(state[key]).__name__}, not a {kind.__name__}"
+                    for key, kind in RESUMED.items() if not isinstance(state.get(key), kind)]
+        if not isinstance(state.get("config", {}), dict):
+            problems.append(f"config is a {type(state['config']).__name__}, not a dict")
+    if problems:
+        raise ConveyorError(f"cannot resume from checkpoint {path} ({'; '.join(problems)}): it "
+                            f"was not written by this version of conveyor, or is damaged. Move it "
+                            f"away to start afresh, or point run.out_dir at another run.")

@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from partition import ConveyorError
+from partition.compose import one_line
 from partition.device import resolve_device
 
 from .schedule import check_schedule
@@ -24,6 +25,7 @@ def check_config(cfg: DictConfig) -> None:
     device = resolve_device(cfg.run.device)
     check_world_size(int(cfg.run.world_size), device)
     check_out_dir(Path(str(cfg.run.out_dir)))
+    check_model_target(cfg.model)
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -40,6 +42,11 @@ def check_world_size(world_size: int, device: torch.device) -> None:
 
 def check_out_dir(out_dir: Path) -> None:
     """Refuse an out_dir the run could not write its checkpoints into, before an epoch is lost."""
+    try:  # a symlink loop reads as "does not exist" below, then fails the lock and Hydra's mkdir
+        out_dir.resolve(strict=False)
+    except (OSError, RuntimeError) as error:  # RuntimeError before Python 3.13, ELOOP after
+        raise ConveyorError(f"run.out_dir={out_dir} cannot be followed ({error}); fix or remove "
+                            f"the symbolic link, or choose another run.out_dir.") from None
     for path in (out_dir, out_dir / CHECKPOINTS):
         if path.exists() and not path.is_dir():
             raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
@@ -53,3 +60,18 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConveyorError(f"run.out_dir={out_dir} is not writable ({existing}: "
                             f"{error.strerror or error}); choose a run.out_dir you can write to, "
                             f"or fix the permissions of {existing}.") from None
+
+
+def check_model_target(model: DictConfig) -> None:
+    """Name a `model._target_` that does not import before the data loads: the model itself is
+    built after it (trainer/adapter.py), as it needs the feature and class counts."""
+    if "_target_" not in model:
+        return
+    from hydra.utils import get_object  # a class, or a function that returns a module
+    try:
+        get_object(str(model._target_))
+    except Exception as error:  # Hydra's wrapper; its cause says what failed to import
+        reason = one_line(str(error.__cause__ or error))
+        raise ConveyorError(f"model._target_={model._target_} cannot be imported ({reason}) Give "
+                            f"a class as module.Class, e.g. torch_geometric.nn.GAT, whose module "
+                            f"is importable (on PYTHONPATH).") from None

@@ -27,16 +27,17 @@ _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's loc
 def lock_out_dir(out_dir) -> None:
     """Take `out_dir`'s lock for the rest of this process's life (again: a no-op); raise a
     ConveyorError when another run holds it."""
-    out_dir = Path(out_dir).expanduser().resolve()
-    if out_dir in _held:
-        return
-    path = out_dir / LOCK_FILE
-    try:
+    try:  # Hydra turns any other exception of its callback into a warning, and runs unlocked
+        out_dir = Path(out_dir).expanduser().resolve()
+        if out_dir in _held:
+            return
+        path = out_dir / LOCK_FILE
         out_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as error:
-        raise ConveyorError(f"cannot use run.out_dir={out_dir}: {error.strerror or error}; choose "
-                            f"a folder you can write to.") from error
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop, before Python 3.13
+        reason = getattr(error, "strerror", None) or error
+        raise ConveyorError(f"cannot use run.out_dir={out_dir}: {reason}; choose a folder you can "
+                            f"write to.") from error
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

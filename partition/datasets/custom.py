@@ -18,6 +18,7 @@ shared nodes; unlabelled val/test nodes are left out of accuracy.
 """
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +46,11 @@ def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tens
     try:
         value = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
                  else torch.load(path, map_location="cpu", weights_only=True))
-    except Exception as err:
-        raise ConveyorError(f"cannot read {path}: {err}. Save a plain array with np.save or a "
-                            f"tensor with torch.save.") from err
+    except Exception as err:  # torch's own message runs to many lines: the first, or the gist
+        reason = ("it holds Python objects besides arrays and tensors, and nothing in it was run"
+                  if isinstance(err, pickle.UnpicklingError) else str(err).strip().splitlines()[0])
+        raise ConveyorError(f"cannot read {path} ({reason}). Save a plain array with np.save or "
+                            f"a tensor with torch.save.") from err
     if not isinstance(value, (np.ndarray, torch.Tensor)):
         raise ConveyorError(f"{path} holds a {type(value).__name__}, not an array or tensor.")
     return torch.as_tensor(value), path
