@@ -23,7 +23,7 @@ from .assignment import assign_metis, assign_nearest, assign_pagraph, membership
 from .errors import ConveyorError
 from .expansion import Adjacency, closure_subgraph, hop_distances
 from .graph import Graph
-from .store import Part, graph_fingerprint, load_parts, read_header, save_parts
+from .store import Part, graph_fingerprint, load_parts, read_header, save_parts, sweep_killed_saves
 
 METHODS = ("pagraph", "random", "metis")
 SPLITS = ("train", "val", "test")
@@ -225,6 +225,7 @@ def ensure_partitioned(graph: Graph, num_parts: int, num_hops: int, method: str,
         raise ConveyorError("partitions need a directory to be kept in.")
     check_request(graph, num_parts, num_hops, method, splits)
     wanted = partition_info(graph, num_parts, num_hops, method, seed, splits)
+    sweep_killed_saves(directory)  # here too: a partitioning that is reused is never saved again
     header = read_header(directory)
     if not force and matches(header, wanted):
         return partition_report(header["parts"]), True

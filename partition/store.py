@@ -89,7 +89,7 @@ def save_parts(parts: Iterable[Part], directory) -> Dict:
         raise ConveyorError(f"{directory} exists and is not a partition folder (no partition.json); "
                             f"choose an empty or new folder for the partitions.")
     directory.parent.mkdir(parents=True, exist_ok=True)
-    sweep_dead(directory.parent, f".{directory.name}.tmp-")  # left by a killed partitioning
+    sweep_killed_saves(directory)
     tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -107,6 +107,13 @@ def save_parts(parts: Iterable[Part], directory) -> Dict:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return header
+
+
+def sweep_killed_saves(directory) -> None:
+    """Delete the side folders of partitionings into `directory` killed before they finished
+    (named after their process; a live one's stays)."""
+    directory = Path(directory).expanduser()
+    sweep_dead(directory.parent, f".{directory.name}.tmp-")
 
 
 def read_header(directory) -> Optional[Dict]:

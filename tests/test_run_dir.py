@@ -9,6 +9,9 @@ import time
 import uuid
 from pathlib import Path
 
+from partition import load_dataset
+from partition.datasets.common import STAGING_PREFIX
+from partition.partitioner import ensure_partitioned
 from pipeline.shutdown import SEMAPHORE_PREFIX, semaphores_named_after_this_process
 from tests.configs import REPO
 from tests.test_cli import assert_clear_error, launch
@@ -65,14 +68,21 @@ def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
     """A killed synthetic generation's staging folder, a killed DDP launcher's notes, and an
     orphaned semaphore go; the same things of a live process (this one) stay.
 
+    The cache is built before the run, so the run only loads it: staging folders beside a cache
+    that exists (this cache's, in the name they have and the one they had before, and another
+    scale's) are swept too, not only when a cache is rebuilt.
+
     The notes live in the run's own TMPDIR: in the shared /tmp, any conveyor run starting at the
     same time (another test session, another user) may sweep them first, and the log line this
     test reads would then be in that run's log, not this one's."""
     root, dead, tmp = tmp_path / "data", dead_pid(), tmp_path / "tmp"
-    cache = "scale0.0005_seed0"
-    staging = {pid: root / "synthetic" / f".{cache}.{pid}.abc123" for pid in (dead, os.getpid())}
+    load_dataset("synthetic", root=root, scale=0.0005)
+    cache = root / "synthetic" / "scale0.0005_seed0"
+    staging = {pid: [cache.parent / f"{STAGING_PREFIX}{pid}.{cache.name}.abc123",
+                     cache.parent / f"{STAGING_PREFIX}{pid}.scale0.001_seed0.def456",
+                     cache.parent / f".{cache.name}.{pid}.ghi789"] for pid in (dead, os.getpid())}
     notes = {pid: tmp / f"conveyor-ranks-{pid}.xyz" for pid in (dead, os.getpid())}
-    for folder in [*staging.values(), *notes.values()]:
+    for folder in [*staging[dead], *staging[os.getpid()], *notes.values()]:
         folder.mkdir(parents=True)
         (folder / "rank0.json").write_text("{}")
     orphan = Path("/dev/shm") / f"sem.mp-conveyor-{dead}-{uuid.uuid4().hex[:8]}"
@@ -81,13 +91,27 @@ def test_leftovers_of_dead_runs_are_swept_at_the_next_start(tmp_path):
         result = launch("data=synthetic", f"data.root={root}", "data.scale=0.0005", "trainer.epochs=1",
                         "pipeline=serial", f"run.out_dir={tmp_path / 'run'}", env={**os.environ, "TMPDIR": str(tmp)})
         assert result.returncode == 0, result.stderr[-3000:]
-        assert not staging[dead].exists() and not notes[dead].exists() and not orphan.exists()
-        assert staging[os.getpid()].exists() and notes[os.getpid()].exists()
-        assert f"removed {notes[dead]}" in (tmp_path / "run" / "run.log").read_text()
+        assert not any(folder.exists() for folder in staging[dead]), staging[dead]
+        assert not notes[dead].exists() and not orphan.exists()
+        assert all(folder.exists() for folder in staging[os.getpid()]) and notes[os.getpid()].exists()
+        log = (tmp_path / "run" / "run.log").read_text()
+        assert f"removed {notes[dead]}" in log and f"removed {staging[dead][0]}" in log
+        assert sorted(p.name for p in cache.parent.iterdir()) == sorted(
+            [cache.name, *(folder.name for folder in staging[os.getpid()])])  # the cache was not rebuilt
     finally:
         orphan.unlink(missing_ok=True)
         for folder in notes.values():
             subprocess.run(["rm", "-rf", str(folder)])
+
+
+def test_a_killed_partitioning_is_swept_when_the_partitioning_is_reused(tmp_path, cora):
+    directory, dead = tmp_path / "parts", dead_pid()
+    ensure_partitioned(cora, 2, 1, "random", directory)
+    leftovers = {pid: tmp_path / f".parts.tmp-{pid}" for pid in (dead, os.getpid())}
+    for folder in leftovers.values():
+        (folder / "part0").mkdir(parents=True)
+    _, reused = ensure_partitioned(cora, 2, 1, "random", directory)
+    assert reused and not leftovers[dead].exists() and leftovers[os.getpid()].exists()
 
 
 def test_semaphores_are_named_after_their_process_and_only_a_dead_ones_are_swept():

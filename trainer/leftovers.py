@@ -1,5 +1,6 @@
 """Sweeping, as a run starts, what killed runs left outside the data root (the data root's own
-staging folders are swept where they are made: partition/leftovers.py).
+staging folders are swept where their cache or partitioning is loaded, built or not:
+partition/datasets/common.py and partition/store.py).
 
 - `/dev/shm/sem.mp-conveyor-<pid>-*`: the named semaphores behind the async pipeline's queues
   (pipeline/shutdown.py names them after their process). Their owner unlinks them when it ends,

@@ -20,6 +20,7 @@ from ..store import graph_fingerprint
 
 log = logging.getLogger("conveyor")
 STAMP, FINGERPRINT = "stamp.txt", "fingerprint.txt"
+STAGING_PREFIX = ".staging-"  # + "<pid>.<cache name>.<random>": a cache being built (see `cached`)
 
 
 def finish(graph: Graph, name: str, num_classes: int) -> Graph:
@@ -83,16 +84,19 @@ def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Grap
     `stamp` names what built the graph (e.g. a generator version): a cache with another stamp is
     rebuilt. The graph is written to a side folder that is renamed into place once complete, so a
     crash never leaves half a cache, and two processes building at once both end with a whole one;
-    side folders of killed builds are swept. The graph's fingerprint is stored beside it and
-    checked on every load: a cache that was truncated or overwritten since is rebuilt.
+    side folders of killed builds are swept on every call, before the load: a cache that exists is
+    never rebuilt, so a sweep only at build time would leave them forever. The graph's fingerprint
+    is stored beside it and checked on every load: a cache that was truncated or overwritten since
+    is rebuilt.
     """
+    sweep_staging(directory)
     graph = _load_intact(directory, stamp)
     if graph is not None:
         return graph
     shutil.rmtree(directory, ignore_errors=True)  # incomplete, stale or damaged: not a cache
     directory.parent.mkdir(parents=True, exist_ok=True)
-    sweep_dead(directory.parent, f".{directory.name}.")
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.{os.getpid()}.", dir=directory.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}.{directory.name}.",
+                                    dir=directory.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; the cache is for everyone who reads root
     try:
         built = build()
@@ -106,6 +110,13 @@ def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Grap
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Graph.load(directory, mmap=True)
+
+
+def sweep_staging(directory: Path) -> None:
+    """Delete the staging folders beside the cache `directory` of builds whose process is gone,
+    whichever cache they were building (another scale's too), and never a live build's."""
+    sweep_dead(directory.parent, STAGING_PREFIX)
+    sweep_dead(directory.parent, f".{directory.name}.")  # the name they had before STAGING_PREFIX
 
 
 def _load_intact(directory: Path, stamp: str) -> Graph | None:
