@@ -78,3 +78,12 @@ def test_resume_refuses_weights_that_do_not_fit_the_model(trained):
     message = str(error.value)
     assert "its weights do not fit this SampledGNN" in message, message
     assert 'Unexpected key(s) in state_dict: "layers.0.weight"' in message and "\n" not in message
+
+
+def test_resume_without_a_checkpoint_says_so_in_the_run_log(tmp_path, data_root):
+    """The line was once logged before the run's log was open, so nobody saw it."""
+    out = tmp_path / "fresh"
+    final = train(make_config("data=cora", f"data.root={data_root}", f"run.out_dir={out}",
+                              "trainer.epochs=1", "run.resume=true")).final
+    assert final["epochs"] == 1
+    assert f"run.resume=true but {out} has no checkpoint: starting from epoch 1" in (out / "run.log").read_text()

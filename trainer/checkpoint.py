@@ -8,7 +8,6 @@ resume from; `best.pt` the model at the best validation accuracy so far, to use.
 from __future__ import annotations
 
 import io
-import logging
 import pickle
 from pathlib import Path
 
@@ -24,7 +23,6 @@ CHECKPOINT = "checkpoints/last.pt"
 BEST = "checkpoints/best.pt"
 # What a run restores from last.pt (trainer/run.py, start_run), and the type each must have.
 RESUMED = {"epoch": int, "model": dict, "optimizer": dict, "history": list, "best": dict}
-log = logging.getLogger("conveyor")
 
 
 def checkpoint_path(out_dir) -> Path:
@@ -60,9 +58,7 @@ def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
     if has_checkpoint and not cfg.run.resume:
         raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
                             f"run.resume=true to continue it, or choose another run.out_dir.")
-    if not has_checkpoint:
-        if cfg.run.resume:
-            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    if not has_checkpoint:  # with run.resume, start_run says so once the run's log is open
         return out_dir, None
     state = load_checkpoint(out_dir)
     check_layout(state, checkpoint_path(out_dir))

@@ -124,6 +124,8 @@ def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     if ctx.is_main:
         setup_logging(out_dir)
         sweep_leftovers()  # of runs killed before they could clean up
+        if state is None and cfg.run.resume:
+            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
     precision = resolve_precision(cfg.trainer.precision, ctx.device)
     precision.apply()
     log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
