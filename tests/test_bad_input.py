@@ -85,9 +85,22 @@ def test_the_shipped_configs_pass(tmp_path):
     for data in ("synthetic", "cora", "citeseer", "pubmed", "products", "arxiv"):
         for group in ("model=gcn", "pipeline=serial", "cache=none", "sampler=fused", "partition=metis"):
             check_config(make_config(f"data={data}", group, f"run.out_dir={tmp_path / 'run'}"))
-    check_config(make_config("data=custom", "data.path=/anywhere", f"run.out_dir={tmp_path / 'run'}"))
+    check_config(make_config("data=custom", f"data.path={tmp_path}", f"run.out_dir={tmp_path / 'run'}"))
     check_config(make_config("mode=compare", "compare.target_val_acc=0.7", "trainer.lr=1",
                              f"run.out_dir={tmp_path / 'run'}"))
+
+
+@pytest.mark.parametrize("kind, words", [("missing", "does not exist"), ("file", "is a file, not a folder")])
+def test_a_custom_data_path_that_is_no_folder_is_refused_with_the_config(tmp_path, kind, words):
+    """Checked with the rest of the config (it was checked only as the data loaded), naming what
+    the folder must hold."""
+    path = tmp_path / "graph"
+    if kind == "file":
+        path.write_text("not a folder")
+    message = refusal("data=custom", f"data.path={path}", f"run.out_dir={tmp_path / 'run'}")
+    assert f"data.path={path} {words}; point data.path at the folder holding edge_index, x, y and " \
+           f"train_idx (val_idx and test_idx optional), each as a .npy or .pt file" in message, message
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_cuda_device_beyond_the_device_count(tmp_path, monkeypatch):

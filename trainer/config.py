@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from partition import ConveyorError
 from partition.compose import one_line
+from partition.datasets.custom import check_folder
 from partition.device import resolve_device
 
 from .schedule import check_schedule
@@ -25,6 +26,7 @@ def check_config(cfg: DictConfig) -> None:
     device = resolve_device(cfg.run.device)
     check_world_size(int(cfg.run.world_size), device)
     check_out_dir(Path(str(cfg.run.out_dir)))
+    check_data_paths(cfg.data)
     check_model_target(cfg.model)
 
 
@@ -60,6 +62,13 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConveyorError(f"run.out_dir={out_dir} is not writable ({existing}: "
                             f"{error.strerror or error}); choose a run.out_dir you can write to, "
                             f"or fix the permissions of {existing}.") from None
+
+
+def check_data_paths(data: DictConfig) -> None:
+    """The folder the data is read from, named with what it must hold before any work (the
+    loader reads it only after the out_dir is set up)."""
+    if data.name == "custom":
+        check_folder(str(data.path))
 
 
 def check_model_target(model: DictConfig) -> None:

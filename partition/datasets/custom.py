@@ -30,6 +30,8 @@ from .common import finish, symmetrise
 from .contents import check_features, check_labels, check_splits
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
+HOLDS = ("edge_index, x, y and train_idx (val_idx and test_idx optional), each as a .npy or .pt file "
+         "(the format: README, 'Running on real data', or partition/datasets/custom.py)")
 
 
 def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tensor | None, Path]:
@@ -78,15 +80,24 @@ def _check_range(directory: Path, name: str, ids: torch.Tensor, n: int) -> None:
                             f"(the rows of x).")
 
 
+def check_folder(path: str | Path | None) -> Path:
+    """The folder `path` (data.path) names; a ConveyorError naming what it must hold if it is
+    none. Run with the config check too, so that a wrong path ends before any work."""
+    if path is None:
+        raise ConveyorError(f"the custom dataset needs `path=DIR` (data.path in the config): the "
+                            f"folder holding {HOLDS}.")
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        what = ("is a file, not a folder" if directory.is_file() else
+                "is not a folder" if directory.exists() else "does not exist")
+        raise ConveyorError(f"data.path={path} {what}; point data.path at the folder holding "
+                            f"{HOLDS}.")
+    return directory
+
+
 def load_custom(path: str | Path | None, undirected: bool = False,
                 num_classes: int | None = None) -> Graph:
-    if path is None:
-        raise ConveyorError("the custom dataset needs `path=DIR` (data.path in the config): the "
-                            "directory holding edge_index, x, y and train_idx (.npy or .pt).")
-    directory = Path(path)
-    if not directory.is_dir():
-        raise ConveyorError(f"custom dataset directory {directory} does not exist or is not a "
-                            f"directory.")
+    directory = check_folder(path)
     (edge_index, _), (x, x_path), (y, y_path) = (_read(directory, name) for name in ("edge_index", "x", "y"))
     if x.dim() != 2:
         raise ConveyorError(f"x in {directory} must have shape [N, F] (one row per node), got "
