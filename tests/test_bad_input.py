@@ -103,6 +103,19 @@ def test_a_custom_data_path_that_is_no_folder_is_refused_with_the_config(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("data", ["data=cora", "data=synthetic"])
+def test_a_data_root_that_is_a_file_is_refused_as_one(tmp_path, data):
+    """It was reported as the dataset's raw files missing, with a prepare command for the file."""
+    root = tmp_path / "datasets"
+    root.write_text("not a folder")
+    message = refusal(data, f"data.root={root}", f"run.out_dir={tmp_path / 'run'}")
+    assert message.startswith(f"data.root={root} is a file, not a folder; point data.root at the "
+                              f"folder that holds the datasets"), message
+    assert "prepare" not in message and "raw files" not in message
+    message = refusal(data, f"data.root={root / 'sub'}", f"run.out_dir={tmp_path / 'run'}")
+    assert f"data.root={root / 'sub'} lies in {root}, which is a file, not a folder" in message
+
+
 def test_a_cuda_device_beyond_the_device_count(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

@@ -73,6 +73,13 @@ def test_planetoid_offline_without_files_names_the_prepare_script(tmp_path):
     assert str(tmp_path / "Cora" / "raw") in str(err.value)
 
 
+def test_a_root_that_is_a_file_is_named_as_one(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    for name in ("cora", "synthetic"):
+        with pytest.raises(ConveyorError, match="is a file, not a folder; point data.root at"):
+            load_dataset(name, root=tmp_path / "file")
+
+
 # -- synthetic ------------------------------------------------------------------------------------
 def test_synthetic_same_seed_same_graph_and_cache_round_trip(synthetic_small):
     fresh = generate(scale=0.002, seed=0)

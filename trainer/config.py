@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from partition import ConveyorError
 from partition.compose import one_line
+from partition.datasets import check_root
 from partition.datasets.custom import check_folder
 from partition.device import resolve_device
 
@@ -65,8 +66,10 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def check_data_paths(data: DictConfig) -> None:
-    """The folder the data is read from, named with what it must hold before any work (the
-    loader reads it only after the out_dir is set up)."""
+    """The folders the data is read from or kept in, named with what they must be before any
+    work (the loader reads them only after the out_dir is set up)."""
+    if data.get("root") is not None:
+        check_root(str(data.root))
     if data.name == "custom":
         check_folder(str(data.path))
 

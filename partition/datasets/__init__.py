@@ -48,7 +48,7 @@ def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
     if root is None:
         raise ConveyorError(f"dataset {key!r} needs a root directory to keep its files in "
                             f"(data.root in the config).")
-    root = Path(root).expanduser()
+    root = check_root(root)
     if key in PLANETOID:
         from .planetoid import load_planetoid
         return load_planetoid(key, root)
@@ -57,6 +57,19 @@ def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
         return load_ogb(key, root)
     from .synthetic import load_synthetic
     return load_synthetic(root, **options)
+
+
+def check_root(root: str | Path) -> Path:
+    """The folder `root` (data.root) names; a ConveyorError if it, or the nearest part of it that
+    exists, is a file (the loaders would report the dataset's files as missing under it)."""
+    root = Path(root).expanduser()
+    existing = next(p for p in (root, *root.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        where = "is" if existing == root else f"lies in {existing}, which is"
+        raise ConveyorError(f"data.root={root} {where} a file, not a folder; point data.root at "
+                            f"the folder that holds the datasets (made if missing, e.g. "
+                            f"data.root=~/.cache/conveyor/data), or move the file away.")
+    return root
 
 
 def load_configured(cfg_data) -> Graph:
