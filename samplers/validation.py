@@ -10,6 +10,7 @@ from torch import Tensor
 from partition import ConveyorError
 
 INT64_MAX = 2**63 - 1
+BEYOND_INT64 = f"beyond the largest integer conveyor handles (2**63-1 = {INT64_MAX:,}, int64)"
 
 
 ALL_NEIGHBOURS = -1  # a fanout of -1 takes every in-neighbour, as in PyG and DGL
@@ -22,7 +23,11 @@ def check_fanouts(fanouts: Sequence[int]) -> list[int]:
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or not fanouts:
         raise ConveyorError(f"sampler.fanouts must be a non-empty list of positive integers or -1, "
                             f"one per hop (e.g. sampler.fanouts=[15,10,5]), got {fanouts!r}.")
-    if not all(_is_integer(f) and (1 <= f <= INT64_MAX or f == ALL_NEIGHBOURS) for f in fanouts):
+    huge = [f for f in fanouts if _is_integer(f) and f > INT64_MAX]
+    if huge:
+        raise ConveyorError(f"sampler.fanouts holds {huge[0]}, {BEYOND_INT64}; write -1 for every "
+                            f"neighbour of that hop, or a fanout below that (e.g. [15, 10, 5]).")
+    if not all(_is_integer(f) and (1 <= f or f == ALL_NEIGHBOURS) for f in fanouts):
         raise ConveyorError(
             f"sampler.fanouts must be a non-empty list of positive integers (one per hop, e.g. "
             f"[15, 10, 5]), or -1 for every neighbour of that hop, got {list(fanouts)}.")

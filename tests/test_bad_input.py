@@ -28,7 +28,12 @@ def refusal(*overrides) -> str:
     # silent coercions
     ("sampler.fanouts='15'", ["sampler.fanouts", "'15'", "e.g. sampler.fanouts=[15,10,5]"]),
     ("sampler.fanouts=[2.7,1.5]", ["sampler.fanouts", "positive integers", "2.7"]),
-    ("sampler.fanouts=[99999999999999999999]", ["sampler.fanouts", "positive integers"]),
+    ("sampler.fanouts=[99999999999999999999,5]", ["sampler.fanouts holds 99999999999999999999, beyond the "
+                                                  "largest integer conveyor handles (2**63-1 = 9,223,372,036,"
+                                                  "854,775,807, int64); write -1 for every neighbour"]),
+    ("trainer.batch_size=99999999999999999999", ["trainer.batch_size must be an integer >= 1, got "
+                                                 "99999999999999999999, beyond the largest integer "
+                                                 "conveyor handles (2**63-1", "give a smaller value"]),
     ("sampler.fanouts=[]", ["sampler.fanouts", "non-empty"]),
     ("trainer.batch_size=2.5", ["trainer.batch_size must be an integer >= 1", "2.5 (a float)"]),
     ("+trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),

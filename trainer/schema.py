@@ -23,7 +23,7 @@ from partition.datasets import DATASETS, OPTIONS
 from partition.partitioner import METHODS, SPLITS
 from pipeline.options import PipelineOptions
 from samplers import SAMPLERS
-from samplers.validation import INT64_MAX, check_fanouts
+from samplers.validation import BEYOND_INT64, INT64_MAX, check_fanouts
 
 from .layerwise import INFERENCE
 from .models import MODELS
@@ -52,6 +52,8 @@ class Rule:
             return None
         null = " or null" if self.nullable else ""
         hint = f" ({self.hint})" if self.hint else ""
+        if type(value) is int and value > INT64_MAX:  # the range in describe leaves this limit out
+            return f"{key} must be {self.describe}{null}{hint}, got {value}, {BEYOND_INT64}; give a smaller value."
         return f"{key} must be {self.describe}{null}{hint}, got {value!r}{_kind(value)}."
 
 
