@@ -61,9 +61,32 @@ def explain_hydra_error(error: Exception) -> str:
         return (f"cannot parse the override {error.override!r}: {one_line(error.message)} Write "
                 f"KEY=VALUE, quoting a value with spaces or brackets, e.g. sampler.fanouts=[10,5].")
     unknown = re.match(r"Could not override '([^']+)'", str(error))
-    if unknown:
-        return unknown_key_message(unknown.group(1), _default_keys())
+    if unknown:  # the cause names the key itself: model.a in `model={a:1}`, not model
+        key = getattr(error.__cause__, "full_key", None) or unknown.group(1)
+        return unknown_key_message(key, _default_keys())
+    merging = re.match(r"Error merging override [+~]*([^=]+)=(.*)", str(error), re.DOTALL)
+    if merging:  # a value of another shape than the key's: a dict for a list, a list for a group
+        return shape_message(merging.group(1), merging.group(2), error.__cause__)
     return f"bad command-line argument: {one_line(str(error))}"
+
+
+def shape_message(key: str, value: str, cause) -> str:
+    """`key=value` where the value cannot take the place of the key's default: say what the
+    default is, so the form to write is plain."""
+    from omegaconf import DictConfig, ListConfig
+
+    default = OmegaConf.select(compose_config([]), key, default=None)
+    if isinstance(default, ListConfig):
+        items = OmegaConf.to_container(default)
+        kind = ("a list of positive integers" if items and all(type(v) is int and v > 0 for v in items)
+                else "a list")
+        fix = f"{key} takes {kind}, e.g. {key}=[{','.join(map(str, items))}] (its default)"
+    elif isinstance(default, DictConfig):
+        fix = (f"{key} is a group of keys ({', '.join(default.keys())}); set them one at a time, "
+               f"e.g. {key}.{next(iter(default.keys()))}=VALUE")
+    else:  # no shape to name: OmegaConf's own words
+        fix = f"{one_line(str(cause)).rstrip('.')}; give {key} a value of the form of its default ({default!r})"
+    return f"cannot set {key}={value}: {fix}."
 
 
 def unknown_key_message(key: str, known: Iterable[str]) -> str:

@@ -73,6 +73,11 @@ def refusal(*overrides) -> str:
     ("sampler=fusd", ["unknown sampler option 'fusd' (did you mean fused?)"]),
     ("trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),
     ("trainer.lr=[", ["cannot parse the override 'trainer.lr=['"]),
+    ("sampler.fanouts={a:1}", ["cannot set sampler.fanouts={a:1}: sampler.fanouts takes a list of positive "
+                               "integers, e.g. sampler.fanouts=[15,10,5]"]),  # was "Error merging override"
+    ("pipeline.pace=[1]", ["cannot set pipeline.pace=[1]: pipeline.pace is a group of keys (interval, ",
+                           "e.g. pipeline.pace.interval=VALUE"]),
+    ("model={a:1}", ["unknown config key model.a "]),  # was "unknown config key model"
 ])
 def test_bad_config_is_refused_naming_the_key(tmp_path, override, words):
     message = refusal(f"run.out_dir={tmp_path / 'run'}", override)
