@@ -145,6 +145,16 @@ def test_an_out_dir_or_checkpoints_that_is_a_file(tmp_path, where):
     assert "exists and is not a directory" in message and where in message
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_out_dir_that_cannot_be_made_names_the_os_error_of_making_it(tmp_path):
+    """It once read "/proc: No such file or directory", as if /proc were missing."""
+    message = refusal(f"run.out_dir=/proc/conveyor-{os.getpid()}/run")
+    assert (f"run.out_dir=/proc/conveyor-{os.getpid()}/run is not writable: making "
+            f"/proc/conveyor-{os.getpid()} fails with No such file or directory (errno 2) (the file "
+            f"system there takes no new folders, as /proc does); choose a run.out_dir you can write "
+            f"to") in message, message
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_checkpoints_folder(tmp_path):
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)

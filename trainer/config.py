@@ -2,6 +2,7 @@
 then what depends on this machine (the device, the world size, a writable out_dir)."""
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -54,15 +55,31 @@ def check_out_dir(out_dir: Path) -> None:
         if path.exists() and not path.is_dir():
             raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
                                 f"run.out_dir, or move the file away.")
-    existing = next(p for p in (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
-                    if p.exists())
+    folders = (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
+    existing = next(p for p in folders if p.exists())
+    missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
     try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
-        with tempfile.TemporaryFile(dir=existing):
-            pass
+        try_write(existing, missing)
     except OSError as error:
-        raise ConveyorError(f"run.out_dir={out_dir} is not writable ({existing}: "
-                            f"{error.strerror or error}); choose a run.out_dir you can write to, "
-                            f"or fix the permissions of {existing}.") from None
+        attempt = f"making {missing}" if missing else f"writing a file in {existing}"
+        special = (" (the file system there takes no new folders, as /proc does)"
+                   if error.errno == errno.ENOENT else "")
+        raise ConveyorError(f"run.out_dir={out_dir} is not writable: {attempt} fails with "
+                            f"{error.strerror or error} (errno {error.errno}){special}; choose a "
+                            f"run.out_dir you can write to, or fix the permissions of {existing}.") from None
+
+
+def try_write(existing: Path, missing: Path | None) -> None:
+    """Make the folder `missing` in `existing` as the run will, and remove it again; or, with
+    every folder there, write a file into `existing`. Raises the OSError the run would meet."""
+    if missing is None:
+        with tempfile.TemporaryFile(dir=existing):
+            return
+    try:
+        missing.mkdir()
+    except FileExistsError:  # made meanwhile (another run starting): writable
+        return
+    missing.rmdir()
 
 
 def check_data_paths(data: DictConfig) -> None:
