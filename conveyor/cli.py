@@ -14,7 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from partition import ConveyorError
-from partition.compose import CONF, compose_config  # also registers ${run_id:}, which run.out_dir uses
+from partition.compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
 
 HELP_FLAGS = ("--help", "-h")
 
@@ -77,6 +77,7 @@ def main() -> None:
         print_help(args)
         return
     check_before_hydra(args)
+    sys.argv[1:] = target_added(args)  # what Hydra's own compose reads: as checked
     run_config()
 
 

@@ -20,6 +20,7 @@ from .errors import ConveyorError
 # package, not by importing conveyor, which sits at the top of the import order; partition and
 # conveyor are siblings both in a checkout and in site-packages.
 CONF = Path(__file__).resolve().parent.parent / "conveyor" / "conf"
+TARGET = "model._target_"  # the model class, given on the command line with or without `+`
 
 
 def run_id() -> str:
@@ -42,11 +43,20 @@ def compose_config(overrides: Sequence[str], with_hydra: bool = False):
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            return compose(config_name="config", overrides=list(overrides), return_hydra_config=with_hydra)
+            return compose(config_name="config", overrides=target_added(overrides),
+                           return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as error:
         raise ConveyorError(explain_hydra_error(error)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def target_added(overrides: Sequence[str]) -> list[str]:
+    """The overrides with `model._target_=X` as `++model._target_=X` (add or replace): only the
+    model groups that name a class (gat) have the key, and PyG users write it without Hydra's `+`
+    whatever the group, as README does. The `conveyor` command passes its arguments through here
+    to Hydra as well."""
+    return [f"++{arg}" if arg.startswith(f"{TARGET}=") else arg for arg in overrides]
 
 
 def explain_hydra_error(error: Exception) -> str:

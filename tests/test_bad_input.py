@@ -192,6 +192,17 @@ def test_launch_refuses_before_any_work(tmp_path, override, words):
     assert not out.exists() and not data_root.exists()  # no folder made, no graph generated
 
 
+def test_launch_takes_model_target_without_plus_as_readme_writes_it(tmp_path, data_root):
+    """Under model=sage, whose YAML has no _target_, Hydra refused it as an unknown key."""
+    out = tmp_path / "run"
+    result = launch("data=cora", f"data.root={data_root}", "trainer.epochs=1", f"run.out_dir={out}",
+                    "model._target_=torch_geometric.nn.GraphSAGE")
+    assert result.returncode == 0, result.stderr[-2000:]
+    weights = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert "gnn.convs.0.lin_l.weight" in weights  # PyG's GraphSAGE, run hop by hop (PerHopGNN)
+    assert make_config("model._target_=torch_geometric.nn.GCN").model._target_ == "torch_geometric.nn.GCN"
+
+
 def test_launch_refuses_non_finite_features_when_the_data_loads(tmp_path):
     graph = tmp_path / "graph"
     graph.mkdir()
