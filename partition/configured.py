@@ -2,6 +2,7 @@
 `run.world_size=K` and the offline `python -m partition`, so parts made offline are found."""
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Dict, Tuple
@@ -24,9 +25,20 @@ def partition_dir(cfg, world_size: int) -> Path:
     root = Path(str(options.pop("root", None) or "~/.cache/conveyor/data")).expanduser()
     name = options.pop("name")
     # An option left off (false or null: normalize_features, undirected, num_classes) adds nothing.
-    suffix = "".join(f"_{k}{v}" for k, v in sorted(options.items()) if v is not False and v is not None)
+    suffix = "".join(f"_{k}{option_text(v)}" for k, v in sorted(options.items())
+                     if v is not False and v is not None)
     return (root / "partitions" /
             f"{name}{suffix}_K{world_size}_L{len(cfg.sampler.fanouts)}_{cfg.partition.method}")
+
+
+def option_text(value) -> str:
+    """A data option as part of one folder name: a path (`data.path` of data=custom) becomes its
+    last part and a digest of the whole, so the folder neither nests nor collides."""
+    text = str(value)
+    if "/" not in text:
+        return text
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return f"{Path(text).name}-{digest}"
 
 
 def make_partitions(cfg, world_size: int, force: bool = False) -> Tuple[Path, Dict, bool]:

@@ -344,3 +344,13 @@ def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
         (["sampler.fanouts=[5,5]"], 2)]}
     assert len(folders) == 5
     assert all(f.parent == Path(data_root) / "partitions" for f in folders)
+
+
+def test_a_custom_datasets_folder_is_one_folder_named_after_its_path(tmp_path):
+    from partition.__main__ import compose
+    from partition.configured import partition_dir
+
+    folders = [partition_dir(compose(["data=custom", f"data.root={tmp_path}", f"data.path={path}"]), 2)
+               for path in ("/data/a/graph", "/data/b/graph", "/data/a/graph")]
+    assert all(f.parent == tmp_path / "partitions" for f in folders)  # one level, no nesting
+    assert folders[0].name.startswith("custom_pathgraph-") and folders[0] == folders[2] != folders[1]
