@@ -40,6 +40,7 @@ def compose_config(overrides: Sequence[str], with_hydra: bool = False):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    check_group_choices(overrides)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base=None):
@@ -49,6 +50,18 @@ def compose_config(overrides: Sequence[str], with_hydra: bool = False):
         raise ConveyorError(explain_hydra_error(error)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_group_choices(overrides: Sequence[str]) -> None:
+    """A config group takes one option's name: `data=[1]` or `model={a:1}` would reach Hydra's
+    defaults list, which fails on it with a TypeError traceback."""
+    for arg in overrides:
+        group, _, value = arg.lstrip("+~").partition("=")
+        if (CONF / group).is_dir() and value[:1] in ("[", "{"):
+            choices = sorted(path.stem for path in (CONF / group).glob("*.yaml"))
+            raise ConveyorError(f"cannot set {group}={value}: {group} takes the name of one option, "
+                                f"one of {', '.join(choices)} (e.g. {group}={choices[0]}); set its "
+                                f"keys one at a time, e.g. {group}.KEY=VALUE.")
 
 
 def target_added(overrides: Sequence[str]) -> list[str]:

@@ -77,7 +77,9 @@ def refusal(*overrides) -> str:
                                "integers, e.g. sampler.fanouts=[15,10,5]"]),  # was "Error merging override"
     ("pipeline.pace=[1]", ["cannot set pipeline.pace=[1]: pipeline.pace is a group of keys (interval, ",
                            "e.g. pipeline.pace.interval=VALUE"]),
-    ("model={a:1}", ["unknown config key model.a "]),  # was "unknown config key model"
+    ("model={a:1}", ["cannot set model={a:1}: model takes the name of one option, one of gat, gcn, "
+                     "mlp, sage", "model.KEY=VALUE"]),  # was "unknown config key model"
+    ("data=[1]", ["cannot set data=[1]: data takes the name of one option"]),  # was a TypeError
 ])
 def test_bad_config_is_refused_naming_the_key(tmp_path, override, words):
     message = refusal(f"run.out_dir={tmp_path / 'run'}", override)
