@@ -15,6 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from partition import ConveyorError
+from partition.compose import one_line
 
 from .files import write_atomically
 from .resume import check_resumable
@@ -23,6 +24,8 @@ CHECKPOINT = "checkpoints/last.pt"
 BEST = "checkpoints/best.pt"
 # What a run restores from last.pt (trainer/run.py, start_run), and the type each must have.
 RESUMED = {"epoch": int, "model": dict, "optimizer": dict, "history": list, "best": dict}
+NOT_OURS = ("It was written by another version of conveyor or for another model, or is damaged. "
+            "Move it away to start afresh, or point run.out_dir at another run.")
 
 
 def checkpoint_path(out_dir) -> Path:
@@ -78,6 +81,16 @@ def check_layout(state, path: Path) -> None:
         if not isinstance(state.get("config", {}), dict):
             problems.append(f"config is a {type(state['config']).__name__}, not a dict")
     if problems:
-        raise ConveyorError(f"cannot resume from checkpoint {path} ({'; '.join(problems)}): it "
-                            f"was not written by this version of conveyor, or is damaged. Move it "
-                            f"away to start afresh, or point run.out_dir at another run.")
+        raise ConveyorError(f"cannot resume from checkpoint {path} ({'; '.join(problems)}). {NOT_OURS}")
+
+
+def restore_weights(model, optimizer, state: dict, out_dir) -> None:
+    """Load the checkpoint's model and optimizer state (after check_layout, once the model is
+    built); weights that do not fit this model end in one paragraph, not a traceback."""
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as error:
+        raise ConveyorError(f"cannot resume from checkpoint {checkpoint_path(out_dir)}: its weights "
+                            f"do not fit this {type(model).__name__} ({one_line(str(error))[:400]}) "
+                            f"{NOT_OURS}") from error

@@ -88,7 +88,7 @@ def check_data_paths(data: DictConfig) -> None:
     if data.get("root") is not None:
         check_root(str(data.root))
     if data.name == "custom":
-        check_folder(str(data.path))
+        check_folder(data.get("path"))
 
 
 def check_model_target(model: DictConfig) -> None:

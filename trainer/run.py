@@ -21,13 +21,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from cache.configured import cache_from_config
 from partition import ConveyorError, Graph
-from partition.compose import one_line
 from pipeline.memory import largest_batch_ratio
 from pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
 from pipeline.serial import SerialBatches
 from samplers import build_sampler, resolve_sampler_name
 
-from .checkpoint import BEST, CHECKPOINT, save_checkpoint
+from .checkpoint import BEST, restore_weights, save_checkpoint
 from .config import check_config
 from .context import LocalContext
 from .evaluation import split_figures
@@ -159,20 +158,6 @@ def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
     source = build_batch_source(cfg, graph, ctx.device, recorder)
     return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best)
-
-
-def restore_weights(model, optimizer, state: dict, out_dir) -> None:
-    """Load the checkpoint's model and optimizer state; weights that do not fit this model (a
-    checkpoint of another version of conveyor or of another model class) end in one paragraph."""
-    try:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as error:
-        raise ConveyorError(f"cannot resume from checkpoint {Path(out_dir) / CHECKPOINT}: its "
-                            f"weights do not fit this {type(model).__name__} "
-                            f"({one_line(str(error))[:400]}) It was written by another version "
-                            f"of conveyor or for another model. Move it away to start afresh, or "
-                            f"point run.out_dir at another run.") from error
 
 
 def check_validation_nodes(cfg, ctx, graph: Graph) -> None:
