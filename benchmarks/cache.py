@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from cache import build_cache  # noqa: E402
-from samplers import build_sampler  # noqa: E402
+from conveyor.cache import build_cache  # noqa: E402
+from conveyor.samplers import build_sampler  # noqa: E402
 
 POLICIES = ("degree", "random", "optimal")
 BAR = 0.9  # degree at 20% must reach 90% of optimal's hit ratio
@@ -45,7 +45,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=0.1, help="synthetic graph scale (1.0 = products)")
     p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", "~/.cache/conveyor/data"),
-                   help="where the synthetic graph is cached (as data.root in conveyor/conf/data)")
+                   help="where the synthetic graph is cached (as data.root in conf/data)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--batches", type=int, default=None, help="batches to run (default: one epoch)")
     p.add_argument("--batch-size", type=int, default=1024)
@@ -66,7 +66,7 @@ def parse_args(argv=None):
 
 
 def load_graph(args):
-    from partition.datasets import load_dataset
+    from conveyor.partition.datasets import load_dataset
     return load_dataset("synthetic", root=Path(args.data_root).expanduser(), scale=args.scale,
                         seed=args.seed)
 
@@ -156,7 +156,7 @@ def plain_gather(graph, trace, device, dtype, repeats):
 
 def auto_capacity(graph, trace, device, dtype, simulate_peak):
     """PaGraph's sizing: an empty cache, a few warm-up gathers, then fit to the free memory."""
-    from cache.options import parse_bytes
+    from conveyor.cache.options import parse_bytes
     peak = parse_bytes(simulate_peak, "--simulate-peak")
     held = torch.empty(peak, dtype=torch.uint8, device=device) if peak and device.type == "cuda" else None
     cache = build_cache("degree", graph, capacity="auto", device=device, dtype=dtype)

@@ -57,7 +57,7 @@ def parse_args(argv=None):
 
 
 def load_graph(root, scale, seed=0):
-    from partition.datasets import load_dataset
+    from conveyor.partition.datasets import load_dataset
     return load_dataset("synthetic", root=Path(root).expanduser(), scale=scale, seed=seed)
 
 
@@ -79,8 +79,8 @@ def top_fraction(ranking: torch.Tensor, num_nodes: int, fraction: float) -> torc
 
 def run_one(config: dict) -> dict:
     """One (scale, K, method) run: partition, then measure every part; returns the figures."""
-    from partition.partitioner import build_part, partition_info, plan_partition
-    from samplers import build_sampler
+    from conveyor.partition.partitioner import build_part, partition_info, plan_partition
+    from conveyor.samplers import build_sampler
 
     graph = load_graph(config["root"], config["scale"])
     fanouts, k = config["fanouts"], config["num_parts"]

@@ -78,7 +78,7 @@ def overrides(args, mode: str) -> list[str]:
 
 
 def compose(overrides_: list[str]):
-    from partition.compose import compose_config
+    from conveyor.partition.compose import compose_config
     return compose_config(overrides_)
 
 
@@ -149,8 +149,8 @@ class Monitor:
 def setup(args, mode):
     import torch
 
-    from partition.datasets import load_configured
-    from trainer.models import build_model
+    from conveyor.partition.datasets import load_configured
+    from conveyor.trainer.models import build_model
     cfg = compose(overrides(args, mode))
     graph = load_configured(cfg.data)
     device = torch.device(args.device)
@@ -161,7 +161,7 @@ def setup(args, mode):
 
 
 def epoch_batches(args, graph, epoch):
-    from pipeline.seeds import STREAM_SAMPLER, epoch_seed_batches, stream_seed
+    from conveyor.pipeline.seeds import STREAM_SAMPLER, epoch_seed_batches, stream_seed
     return (epoch_seed_batches(graph.train_idx, args.batch_size, args.seed, epoch),
             stream_seed(args.seed, epoch, STREAM_SAMPLER))
 
@@ -170,9 +170,9 @@ def run_mode(args, mode: str) -> dict:
     """--epochs training epochs through the serial or the async batch source."""
     import torch
 
-    from pipeline.batch import synchronize
-    from trainer.loop import train_epoch
-    from trainer.run import build_batch_source
+    from conveyor.pipeline.batch import synchronize
+    from conveyor.trainer.loop import train_epoch
+    from conveyor.trainer.run import build_batch_source
     monitor = Monitor(args.device)
     cfg, graph, device, model, optimizer = setup(args, mode)
     source = build_batch_source(cfg, graph, device)
@@ -240,11 +240,11 @@ def run_stages(args) -> dict:
     """Each stage alone over one epoch's batches (epoch 2's, after a warm-up on epoch 1's)."""
     import torch
 
-    from cache.configured import cache_from_config
-    from pipeline.batch import BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
-    from pipeline.options import PipelineOptions
-    from samplers import build_sampler, resolve_sampler_name
-    from trainer.loop import train_epoch
+    from conveyor.cache.configured import cache_from_config
+    from conveyor.pipeline.batch import BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
+    from conveyor.pipeline.options import PipelineOptions
+    from conveyor.samplers import build_sampler, resolve_sampler_name
+    from conveyor.trainer.loop import train_epoch
     cfg, graph, device, model, optimizer = setup(args, "stages")
     stage_threads = PipelineOptions.from_config(compose(overrides(args, "async")).pipeline).threads
     trainer_threads = torch.get_num_threads()
@@ -383,7 +383,7 @@ def main(argv=None):
     # A time limit's SIGTERM (benchmarks/gpu/suite.py) unwinds like an exception, so PrivateMPS
     # still quits the MPS daemon it started.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    from partition.datasets import load_dataset
+    from conveyor.partition.datasets import load_dataset
     load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)  # generate once
     results = {"stages": worker(args, "stages")}
     for mode in modes_for(args.device):
@@ -407,7 +407,7 @@ def main(argv=None):
     if args.device == "cuda":
         import torch
 
-        from pipeline.mps import detect_mps
+        from conveyor.pipeline.mps import detect_mps
         machine["gpu"] = torch.cuda.get_device_name()
         machine["system_mps"] = detect_mps().describe()  # an MPS daemon of the machine's own would serve every mode
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "result")},

@@ -31,8 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from partition import ConveyorError  # noqa: E402
-from samplers import build_sampler  # noqa: E402
+from conveyor.partition import ConveyorError  # noqa: E402
+from conveyor.samplers import build_sampler  # noqa: E402
 
 FANOUTS = ([15, 10, 5], [10, 10, 10])
 BATCH_SIZES = (1024, 4096)
@@ -122,8 +122,8 @@ def main(argv=None):
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    from partition.datasets import load_dataset
-    from samplers import fused
+    from conveyor.partition.datasets import load_dataset
+    from conveyor.samplers import fused
     graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
     interpreted = fused.INTERPRETED
     print(f"graph: synthetic scale {args.scale}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges; "

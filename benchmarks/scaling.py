@@ -27,11 +27,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from partition.compose import compose_config  # noqa: E402
-from partition.configured import make_partitions  # noqa: E402
-from partition.device import resolve_device  # noqa: E402
-from trainer.distributed import train_distributed  # noqa: E402
-from trainer.run import train  # noqa: E402
+from conveyor.partition.compose import compose_config  # noqa: E402
+from conveyor.partition.configured import make_partitions  # noqa: E402
+from conveyor.partition.device import resolve_device  # noqa: E402
+from conveyor.trainer.distributed import train_distributed  # noqa: E402
+from conveyor.trainer.run import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULTS = ("data=synthetic", "trainer.epochs=3", "trainer.progress=false", "trainer.eval_every=1000")

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import torch
 
-from partition import ConveyorError, Graph
-from partition.device import resolve_device
+from conveyor.partition import ConveyorError, Graph
+from conveyor.partition.device import resolve_device
 
 from .feature_cache import FeatureCache
 from .options import capacity_to_nodes, parse_bytes, parse_capacity, parse_dtype

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from partition import Graph
+from conveyor.partition import Graph
 
 from . import build_cache
 from .feature_cache import FeatureCache
 
 
 def cache_from_config(cfg, graph: Graph, device: torch.device) -> FeatureCache:
-    """`cfg.cache` (policy, capacity, dtype, reserve, prefetch: defaults in conveyor/conf/cache/*.yaml)
+    """`cfg.cache` (policy, capacity, dtype, reserve, prefetch: defaults in conf/cache/*.yaml)
     over `graph.x` on `device`; `run.seed` orders the random policy."""
-    c = cfg.cache  # every key is declared in each conveyor/conf/cache/*.yaml: the defaults live there only
+    c = cfg.cache  # every key is declared in each conf/cache/*.yaml: the defaults live there only
     return build_cache(str(c.policy), graph, capacity=c.capacity, device=device, dtype=c.dtype,
                        reserve=c.reserve, prefetch=c.prefetch, seed=int(cfg.run.seed))

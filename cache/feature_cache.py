@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 from .memory import cache_budget
 

@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 import torch
 from torch import Tensor
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 
 POLICIES = ("degree", "random", "optimal", "none")
 

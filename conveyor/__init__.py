@@ -2,8 +2,20 @@
 and returns the trained model and its history. The top of the import order, beside launch.py.
 
 `fit` and `TrainResult` load the trainer (torch_geometric) when first used, so the command's
-`--help` and its config checks do not wait for it."""
-from partition import ConveyorError, Graph
+`--help` and its config checks do not wait for it.
+
+The stages are this package's subpackages (`conveyor.partition`, `conveyor.samplers`,
+`conveyor.cache`, `conveyor.pipeline`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
+puts them inside `conveyor/` (pyproject.toml's package-dir); a checkout keeps them as top-level
+folders (the design's layout), so there this package's search path also holds the checkout's root.
+Either way nothing but `conveyor` is a top-level name: a user's own `trainer.py` shadows nothing."""
+from pathlib import Path
+
+_root = Path(__file__).resolve().parent.parent
+if not Path(__file__).with_name("partition").is_dir() and (_root / "pyproject.toml").is_file():
+    __path__.append(str(_root))  # a checkout: conveyor.trainer is <root>/trainer
+del _root
+from conveyor.partition import ConveyorError, Graph  # noqa: E402  (the path first)
 
 __all__ = ["ConveyorError", "Graph", "TrainResult", "fit"]
 
@@ -12,7 +24,7 @@ def __getattr__(name: str):
     if name == "fit":
         from .fit import fit as value
     elif name == "TrainResult":
-        from trainer.run import TrainResult as value
+        from conveyor.trainer.run import TrainResult as value
     else:
         raise AttributeError(f"module 'conveyor' has no attribute {name!r}")
     globals()[name] = value  # importing conveyor.fit bound the module to this name: the function wins

@@ -13,8 +13,12 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from partition import ConveyorError
-from partition.compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
+from conveyor.partition import ConveyorError
+from conveyor.partition.compose import (  # also registers ${run_id:}, which run.out_dir uses
+    CONF,
+    compose_config,
+    target_added,
+)
 
 HELP_FLAGS = ("--help", "-h")
 
@@ -25,7 +29,7 @@ def check_before_hydra(overrides: list) -> None:
     before Hydra creates run.out_dir and before any data is loaded."""
     if any(arg.startswith("-") for arg in overrides):
         return  # --cfg, --hydra-help, -m ...: Hydra's own flags
-    from trainer.config import check_config
+    from conveyor.trainer.config import check_config
     try:
         check_config(compose_config(overrides))
     except ConveyorError as error:
@@ -51,9 +55,9 @@ def fail(error: ConveyorError) -> None:
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base=None)
 def run_config(cfg: DictConfig) -> None:
-    from trainer.checkpoint import CHECKPOINT
-    from trainer.interrupts import stop_on_signals
-    from trainer.modes import run
+    from conveyor.trainer.checkpoint import CHECKPOINT
+    from conveyor.trainer.interrupts import stop_on_signals
+    from conveyor.trainer.modes import run
 
     stop_on_signals()
     try:

@@ -1,6 +1,6 @@
 """`fit()`: the command line's run, from Python, on a graph in memory.
 
-It composes the same Hydra config as `launch.py` (conveyor/conf/, with `data=memory`: the graph is the one
+It composes the same Hydra config as `launch.py` (conf/, with `data=memory`: the graph is the one
 given, nothing is loaded), applies the keyword arguments and `overrides` (the command line's
 `KEY=VALUE` strings), checks it with the same schema and runs the same `trainer.run.train`.
 """
@@ -11,11 +11,11 @@ from typing import Callable, Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
-from partition import ConveyorError, Graph
-from partition.compose import compose_config
-from partition.datasets import check_trainable
-from trainer.context import LocalContext
-from trainer.run import TrainResult, train
+from conveyor.partition import ConveyorError, Graph
+from conveyor.partition.compose import compose_config
+from conveyor.partition.datasets import check_trainable
+from conveyor.trainer.context import LocalContext
+from conveyor.trainer.run import TrainResult, train
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
@@ -27,7 +27,7 @@ def fit(graph, model=None, *, optimizer: Optional[Callable] = None, overrides: S
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids).
-    model: None (`conveyor/conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
+    model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
         `torch.nn.Module` with `forward(x, layers)` (docs/design.md, "Models"); with `num_layers`
         and `inference_per_layer(layer, x, edge_index, batch_size)` too, it is evaluated
         layer-wise over full neighbourhoods (`trainer.inference`), else sampled.

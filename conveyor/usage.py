@@ -1,6 +1,6 @@
 """`conveyor --help`: each group's options, and every key with its default and its meaning.
 
-The meanings are the comments of conveyor/conf/'s YAML, the one place they are written: a key's
+The meanings are the comments of conf/'s YAML, the one place they are written: a key's
 trailing comment (continued by comment lines aligned under it) or the comment lines right above
 it. A file's first comment block (or else its `name:` key's comment) says what the option is.
 A key takes its meaning from the first file that gives one: the chosen options' files, then
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from partition.compose import CONF, compose_config
+from conveyor.partition.compose import CONF, compose_config
 
 WIDTH, KEY_COLUMN = 110, 36
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>.*)$")
@@ -26,7 +26,7 @@ conveyor: pipelined GNN training (GraphSAGE, GCN, GAT) on large graphs.
 Usage: conveyor [GROUP=OPTION ...] [KEY=VALUE ...]     (from a checkout: python launch.py ...)
   e.g. conveyor model=sage data=products trainer.epochs=5 run.out_dir=runs/p1
   The defaults below follow the options given before --help: conveyor data=cora --help.
-  Partition offline with the same overrides: python -m partition ... num_parts=K."""
+  Partition offline with the same overrides: python -m conveyor.partition ... num_parts=K."""
 FOOTER = """\
 Outputs go to run.out_dir: metrics.json, TensorBoard event files, run.log,
 checkpoints/last.pt (resume with run.resume=true). See README.md and docs/design.md."""

@@ -1,10 +1,10 @@
 """Offline partitioning with the run's own config:
 
-    python -m partition data=products num_parts=4
-    python -m partition data=synthetic data.scale=0.1 num_parts=8 partition=random sampler.fanouts=[10,10]
+    python -m conveyor.partition data=products num_parts=4
+    python -m conveyor.partition data=synthetic data.scale=0.1 num_parts=8 partition=random sampler.fanouts=[10,10]
 
 `num_parts=K` (required) and `force=true` (partition again even when matching parts exist) are
-this command's own; every other argument is a Hydra override of conveyor/conf/, as for `launch.py`: `data=`
+this command's own; every other argument is a Hydra override of conf/, as for `launch.py`: `data=`
 and `data.*` pick the graph, `sampler.fanouts` sets the hops (L = its length), `partition=` the
 method and `partition.*` its seed, splits and folder. The parts go where `launch.py
 run.world_size=K` with the same overrides looks for them, so that run reuses them.
@@ -15,7 +15,7 @@ import sys
 
 from .errors import ConveyorError
 
-USAGE = ("usage: python -m partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
+USAGE = ("usage: python -m conveyor.partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
          "[sampler.fanouts=[15,10,5]] [partition=pagraph|random|metis] [partition.dir=DIR]")
 
 

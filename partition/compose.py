@@ -1,7 +1,7 @@
-"""Compose conveyor/conf/ as the `conveyor` command does, Hydra's own errors as one-paragraph ConveyorErrors.
+"""Compose conf/ as the `conveyor` command does, Hydra's own errors as one-paragraph ConveyorErrors.
 
 Hydra reports an unknown group option, an unknown key or an override it cannot parse in ten lines
-ending in a search path; `conveyor` (`launch.py`), `python -m partition` and the tests compose through here
+ending in a search path; `conveyor` (`launch.py`), `python -m conveyor.partition` and the tests compose through here
 first, so the user reads one paragraph naming the option or key and the choices instead.
 """
 from __future__ import annotations
@@ -16,10 +16,8 @@ from omegaconf import OmegaConf
 
 from .errors import ConveyorError
 
-# The Hydra YAML ships inside the conveyor package (so a wheel carries it). It is found beside this
-# package, not by importing conveyor, which sits at the top of the import order; partition and
-# conveyor are siblings both in a checkout and in site-packages.
-CONF = Path(__file__).resolve().parent.parent / "conveyor" / "conf"
+# The Hydra YAML: conf/ beside this package, in a checkout and in the wheel (conveyor/conf/).
+CONF = Path(__file__).resolve().parent.parent / "conf"
 TARGET = "model._target_"  # the model class, given on the command line with or without `+`
 
 

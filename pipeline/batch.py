@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from samplers import SampledBatch
+from conveyor.samplers import SampledBatch
 
 # Batches trained before an `auto` cache is sized: by then the training's peak memory is known.
 WARMUP_BATCHES = 3

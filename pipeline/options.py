@@ -1,4 +1,4 @@
-"""`pipeline.*` options (conveyor/conf/pipeline/async.yaml), checked once with a clear error each."""
+"""`pipeline.*` options (conf/pipeline/async.yaml), checked once with a clear error each."""
 from __future__ import annotations
 
 import os
@@ -7,14 +7,14 @@ from typing import Dict, Optional
 
 from omegaconf import OmegaConf
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 STAGES = ("sampler", "loader")
 
 
 @dataclass
 class PipelineOptions:
-    """The typed, checked form of conveyor/conf/pipeline/async.yaml, where the defaults and their meaning
+    """The typed, checked form of conf/pipeline/async.yaml, where the defaults and their meaning
     are stated (once: every key is read from the config, none has a default here)."""
     depth: int  # most batches a producer may have waiting in its queue (the memory bound)
     superbatch: int  # batches the sampler draws per call (one fused launch for all of them)

@@ -14,8 +14,8 @@ from typing import Dict, Optional, Tuple
 
 from torch import Tensor
 
-from partition import Graph
-from partition.graph import TENSOR_FIELDS
+from conveyor.partition import Graph
+from conveyor.partition.graph import TENSOR_FIELDS
 
 SAVED_FILE = "graph.pt"
 

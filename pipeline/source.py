@@ -34,8 +34,8 @@ import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 from torch import Tensor
 
-from partition import ConveyorError
-from samplers import SampledBatch
+from conveyor.partition import ConveyorError
+from conveyor.samplers import SampledBatch
 
 from .batch import WARMUP_BATCHES, PreparedBatch
 from .control import Control

@@ -37,9 +37,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from omegaconf import OmegaConf
 
-from cache.configured import cache_from_config
-from partition import ConveyorError
-from samplers import SampledBatch, build_sampler
+from conveyor.cache.configured import cache_from_config
+from conveyor.partition import ConveyorError
+from conveyor.samplers import SampledBatch, build_sampler
 
 from .batch import WARMUP_BATCHES, BatchCost, device_labels, seed_labels, synchronize
 from .control import Control

@@ -1,7 +1,7 @@
 """Stage 1: seeds -> L-hop message-flow graph (`SampledBatch`). Imports only `partition`."""
 from __future__ import annotations
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 
 from .batch import SampledBatch
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from partition import Graph
+from conveyor.partition import Graph
 
 from .batch import SampledBatch
 from .validation import cap_fanouts, check_fanouts, check_seeds

@@ -35,7 +35,7 @@ from collections import Counter
 import torch
 from torch import Tensor
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 
 from . import fused_kernel
 from .batch import SampledBatch

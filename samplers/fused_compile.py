@@ -6,8 +6,8 @@ machine. The constexprs come from `samplers.fused.launch_config`, the function a
 this compiles exactly the variant a GPU run would. Run it with TRITON_INTERPRET unset (under the
 interpreter the kernel is not a compilable function):
 
-    python -m samplers.fused_compile                        # sm_90, [15, 10, 5], one batch
-    python -m samplers.fused_compile --batches 1,8 --json   # also a super-batch of 8, as JSON
+    python -m conveyor.samplers.fused_compile                        # sm_90, [15, 10, 5], one batch
+    python -m conveyor.samplers.fused_compile --batches 1,8 --json   # also a super-batch of 8, as JSON
 """
 from __future__ import annotations
 

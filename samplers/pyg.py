@@ -13,7 +13,7 @@ import torch_geometric.typing as pyg_typing
 from torch_geometric.data import Data
 from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 
 from .batch import SampledBatch
 from .validation import check_fanouts, check_seeds

@@ -7,7 +7,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 INT64_MAX = 2**63 - 1
 BEYOND_INT64 = f"beyond the largest integer conveyor handles (2**63-1 = {INT64_MAX:,}, int64)"

@@ -18,7 +18,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from partition.datasets import load_dataset  # noqa: E402
+from conveyor.partition.datasets import load_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PLANETOID_FOLDERS = ("Cora", "CiteSeer", "PubMed")

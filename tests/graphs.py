@@ -1,7 +1,7 @@
 """Small graphs for tests: random, power-law and adversarial shapes."""
 import torch
 
-from partition import Graph
+from conveyor.partition import Graph
 
 
 def random_graph(num_nodes=300, num_edges=3000, seed=0) -> Graph:

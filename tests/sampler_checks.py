@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from partition import Graph
-from samplers import SampledBatch
+from conveyor.partition import Graph
+from conveyor.samplers import SampledBatch
 
 
 def assert_valid_batch(batch: SampledBatch, graph: Graph, seeds: torch.Tensor, fanouts) -> None:
@@ -82,5 +82,5 @@ def same_batch(a: SampledBatch, b: SampledBatch) -> bool:
 def fused_state_is_clean(sampler) -> bool:
     """After a fused launch no node carries a mark and the task queue is empty: the next launch
     starts clean."""
-    from samplers import fused_kernel  # only once the test module has chosen the interpreter or not
+    from conveyor.samplers import fused_kernel  # only once the test module has chosen the interpreter or not
     return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())

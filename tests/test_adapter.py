@@ -6,11 +6,11 @@ from torch import nn
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 import conveyor
-from partition import ConveyorError
-from samplers import build_sampler
+from conveyor.partition import ConveyorError
+from conveyor.samplers import build_sampler
+from conveyor.trainer.adapter import PerHopGNN
+from conveyor.trainer.run import train
 from tests.configs import make_config
-from trainer.adapter import PerHopGNN
-from trainer.run import train
 
 STOCK = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT, "gin": GIN}
 

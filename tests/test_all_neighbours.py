@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from samplers import build_sampler
+from conveyor.samplers import build_sampler
 from tests.graphs import power_law_graph
 
 
@@ -53,9 +53,9 @@ def test_minus_one_beside_a_fanout(name):
 
 
 def test_the_config_takes_minus_one_and_refuses_other_negatives():
-    from partition import ConveyorError
+    from conveyor.partition import ConveyorError
+    from conveyor.trainer.schema import check_schema
     from tests.configs import make_config
-    from trainer.schema import check_schema
     check_schema(make_config("data=cora", "sampler.fanouts=[-1,10]"))
     with pytest.raises(ConveyorError, match=r"or -1 for every neighbour"):
         check_schema(make_config("data=cora", "sampler.fanouts=[-2,10]"))

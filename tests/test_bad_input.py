@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
+from conveyor.trainer.config import check_config
 from tests.configs import REPO, make_config
-from trainer.config import check_config
 
 
 def refusal(*overrides) -> str:

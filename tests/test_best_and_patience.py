@@ -6,13 +6,13 @@ import pytest
 import torch
 
 import conveyor
-from partition import ConveyorError
-from partition.datasets import load_configured
+from conveyor.partition import ConveyorError
+from conveyor.partition.datasets import load_configured
+from conveyor.trainer.checkpoint import BEST, load_checkpoint
+from conveyor.trainer.layerwise import layerwise_logits
+from conveyor.trainer.models import build_model
 from tests.configs import make_config
 from tests.test_training import run
-from trainer.checkpoint import BEST, load_checkpoint
-from trainer.layerwise import layerwise_logits
-from trainer.models import build_model
 
 
 def best_record(epochs):

@@ -2,8 +2,8 @@ import pytest
 import torch
 from scipy import stats
 
-from partition import ConveyorError
-from samplers import build_sampler
+from conveyor.partition import ConveyorError
+from conveyor.samplers import build_sampler
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
 from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fan_rank_counts
 

@@ -5,9 +5,9 @@ import psutil
 import pytest
 import torch
 
-from cache import build_cache
-from partition import ConveyorError, Graph
-from samplers import build_sampler
+from conveyor.cache import build_cache
+from conveyor.partition import ConveyorError, Graph
+from conveyor.samplers import build_sampler
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 

@@ -103,7 +103,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, data_root):
     metrics = json.loads((out / "metrics.json").read_text())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3, 4]
 
-    from trainer.run import train
+    from conveyor.trainer.run import train
     reference_dir = tmp_path / "reference"
     train(make_config(*[a for a in args if not a.startswith("run.out_dir")], f"run.out_dir={reference_dir}"))
     reference = json.loads((reference_dir / "metrics.json").read_text())

@@ -10,12 +10,12 @@ import torch
 import torch_geometric.typing as pyg_typing
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from partition import ConveyorError
-from partition.datasets import load_configured
+from conveyor.partition import ConveyorError
+from conveyor.partition.datasets import load_configured
+from conveyor.trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION, describe_setup
+from conveyor.trainer.modes import run
+from conveyor.trainer.reference import pyg_workers, train_reference
 from tests.configs import make_config
-from trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION, describe_setup
-from trainer.modes import run
-from trainer.reference import pyg_workers, train_reference
 
 EPOCHS, SEEDS = 3, 2
 HAS_SAMPLING = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE

@@ -1,18 +1,18 @@
-"""Every key a component reads is declared in conveyor/conf/'s YAML (so no `+KEY=` is ever needed),
+"""Every key a component reads is declared in conf/'s YAML (so no `+KEY=` is ever needed),
 and every key has a meaning there, which `--help` shows (conveyor/usage.py reads the comments)."""
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 
+from conveyor.partition import Graph
+from conveyor.partition.compose import compose_config, leaf_keys
+from conveyor.partition.datasets import DATASETS, OPTIONS, load_configured
+from conveyor.trainer.config import check_config
+from conveyor.trainer.schema import PIPELINE_KEYS, SCHEMA, data_rules
 from conveyor.usage import key_meanings, leaves, option_files
-from partition import Graph
-from partition.compose import compose_config, leaf_keys
-from partition.datasets import DATASETS, OPTIONS, load_configured
 from tests.configs import make_config
 from tests.graphs import write_custom_dataset
-from trainer.config import check_config
-from trainer.schema import PIPELINE_KEYS, SCHEMA, data_rules
 
 EVERY_OPTION = [(group, option) for group, options in option_files().items() for option in options]
 

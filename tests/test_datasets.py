@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from partition import ConveyorError, Graph
-from partition.datasets import DATASETS, load_dataset, parallel, synthetic
-from partition.datasets.common import reachable
-from partition.datasets.ogbn import _meta
-from partition.datasets.synthetic import PRODUCTS_EDGES, PRODUCTS_NODES, generate
+from conveyor.partition import ConveyorError, Graph
+from conveyor.partition.datasets import DATASETS, load_dataset, parallel, synthetic
+from conveyor.partition.datasets.common import reachable
+from conveyor.partition.datasets.ogbn import _meta
+from conveyor.partition.datasets.synthetic import PRODUCTS_EDGES, PRODUCTS_NODES, generate
 
 
 def edge_keys(graph: Graph) -> torch.Tensor:

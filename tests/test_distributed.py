@@ -14,12 +14,12 @@ import psutil
 import pytest
 import torch
 
-from partition import ConveyorError
-from partition.partitioner import partition_graph
+from conveyor.partition import ConveyorError
+from conveyor.partition.partitioner import partition_graph
+from conveyor.trainer.distributed import RankFailed, num_batches_per_epoch, rank_seed_batches, train_distributed
+from conveyor.trainer.run import train
 from tests.configs import REPO, make_config
 from tests.graphs import power_law_graph
-from trainer.distributed import RankFailed, num_batches_per_epoch, rank_seed_batches, train_distributed
-from trainer.run import train
 
 CORA_EPOCHS = 20
 
@@ -103,7 +103,7 @@ def test_ranks_end_with_identical_parameters(cora):
 
 
 def test_ranks_train_on_the_whole_training_set_each_epoch(cora):
-    from partition.datasets import load_dataset
+    from conveyor.partition.datasets import load_dataset
     train_idx = load_dataset("cora", root=cora["data_root"]).train_idx
     r0, r1 = cora["ranks"]
     assert r0["batches"] == r1["batches"] == 1  # 70 seeds each with trainer.batch_size=256

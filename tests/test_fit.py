@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import conveyor
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 from tests.configs import REPO
 
 
@@ -50,6 +50,6 @@ def test_bad_arguments_say_what_to_change(call, words, cora):
 
 
 def test_data_memory_from_the_command_line_says_what_to_do():
-    from partition import load_dataset
+    from conveyor.partition import load_dataset
     with pytest.raises(ConveyorError, match=r"conveyor.fit\(\).*data=cora"):
         load_dataset("memory")

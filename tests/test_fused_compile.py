@@ -22,8 +22,8 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import make_backend  # noqa: E402
 from triton.runtime.jit import JITFunction, create_function_from_signature  # noqa: E402
 
-from samplers import fused, fused_kernel  # noqa: E402
-from samplers.fused import FusedSampler  # noqa: E402
+from conveyor.samplers import fused, fused_kernel  # noqa: E402
+from conveyor.samplers.fused import FusedSampler  # noqa: E402
 from tests.graphs import power_law_graph  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_sm90_compile_has_no_spills_and_the_protocols_atomics():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", "samplers.fused_compile", "--json", "--batches", "1,4"],
+    done = subprocess.run([sys.executable, "-m", "conveyor.samplers.fused_compile", "--json", "--batches", "1,4"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     reports = json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,12 +17,12 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from partition import ConveyorError, Graph  # noqa: E402
-from samplers import (
+from conveyor.partition import ConveyorError, Graph  # noqa: E402
+from conveyor.samplers import (
     build_sampler,  # noqa: E402
     fused,  # noqa: E402
 )
-from samplers.fused import FusedSampler, canonical_order  # noqa: E402
+from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated  # noqa: E402
 from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fused_state_is_clean, same_batch  # noqa: E402
 
@@ -242,8 +242,8 @@ def test_cpu_without_interpreter_is_a_clear_error():
 
 def test_auto_is_bsp_until_fused_is_validated_on_a_gpu():
     """sampler=auto stays on bsp, on CUDA too, until the GPU validation suite has passed (README)."""
-    from samplers import resolve_sampler_name
-    from samplers.bsp import BSPSampler
+    from conveyor.samplers import resolve_sampler_name
+    from conveyor.samplers.bsp import BSPSampler
     assert resolve_sampler_name("auto", "cuda") == resolve_sampler_name("auto", "cpu") == "bsp"
     assert resolve_sampler_name("fused", "cpu") == "fused"
     assert isinstance(build_sampler("auto", random_graph(), [3, 3]), BSPSampler)

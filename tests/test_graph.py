@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 from tests.graphs import random_graph
 
 

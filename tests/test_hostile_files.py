@@ -7,14 +7,14 @@ import shutil
 import pytest
 import torch
 
-from partition import ConveyorError, Graph, load_dataset
-from partition.datasets.common import FINGERPRINT
-from partition.store import Part, load_part, save_parts
+from conveyor.partition import ConveyorError, Graph, load_dataset
+from conveyor.partition.datasets.common import FINGERPRINT
+from conveyor.partition.store import Part, load_part, save_parts
+from conveyor.trainer import files
+from conveyor.trainer.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from conveyor.trainer.run import train
 from tests.configs import make_config
 from tests.payload import plant
-from trainer import files
-from trainer.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
-from trainer.run import train
 
 SMALL = dict(scale=0.0005, seed=3)  # 1,225 nodes: a synthetic cache built in a second
 

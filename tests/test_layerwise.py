@@ -6,14 +6,14 @@ import torch
 from torch_geometric.nn import GAT, GIN
 
 import conveyor
-from partition import ConveyorError
-from partition.partitioner import partition_graph
-from samplers import build_sampler
+from conveyor.partition import ConveyorError
+from conveyor.partition.partitioner import partition_graph
+from conveyor.samplers import build_sampler
+from conveyor.trainer.adapter import PerHopGNN
+from conveyor.trainer.layerwise import layerwise_logits, reached_nodes, resolve_inference
+from conveyor.trainer.models import SampledGNN
 from tests.test_adapter import OwnModel
 from tests.test_training import run
-from trainer.adapter import PerHopGNN
-from trainer.layerwise import layerwise_logits, reached_nodes, resolve_inference
-from trainer.models import SampledGNN
 
 
 class OwnLayerwise(OwnModel):

@@ -1,28 +1,33 @@
-"""The shape of the code base: each top-level package is one stage, data and imports flow one
-way (partition -> samplers -> cache -> pipeline -> trainer, conveyor and launch.py on top), and no module
-imports itself back through others. Every import counts, those inside functions too: a lazy
-import is still a dependency."""
+"""The shape of the code base: each top-level folder is one stage, imported as `conveyor.<stage>`;
+data and imports flow one way (partition -> samplers -> cache -> pipeline -> trainer, the `conveyor`
+package's own modules and launch.py on top), and no module imports itself back through others.
+Every import counts, those inside functions too: a lazy import is still a dependency."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.configs import REPO
 
 STAGES = ("partition", "samplers", "cache", "pipeline", "trainer", "conveyor", "launch")
+FOLDERS = STAGES[:-2]  # the stage folders; conveyor/ itself holds the entry points
 
 
 def module_name(path) -> str:
+    """The name a module imports as: <root>/trainer/run.py is conveyor.trainer.run."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(parts if parts[0] in ("conveyor", "launch") else ["conveyor", *parts])
 
 
 def modules() -> dict:
     """Every module of the stages: name -> (path, is a package)."""
     found = {"launch": (REPO / "launch.py", False)}
-    for stage in STAGES[:-1]:
-        for path in (REPO / stage).rglob("*.py"):
+    for folder in (*FOLDERS, "conveyor"):
+        for path in (REPO / folder).rglob("*.py"):
             found[module_name(path)] = (path, path.name == "__init__.py")
     return found
 
@@ -51,7 +56,11 @@ def import_graph() -> dict:
 
 
 def stage_of(module: str) -> int:
-    return STAGES.index(module.split(".")[0])
+    """conveyor.<stage>... is that stage; conveyor's own modules (cli, fit, ...) sit above them all."""
+    parts = module.split(".")
+    if parts[0] == "launch":
+        return STAGES.index("launch")
+    return STAGES.index(parts[1] if len(parts) > 1 and parts[1] in FOLDERS else "conveyor")
 
 
 def test_imports_run_one_way_from_lower_stages_to_higher():
@@ -81,16 +90,51 @@ def test_there_is_no_import_cycle():
 def test_the_graph_sees_the_imports_it_checks():
     """The walk must find what is there, or the two tests above could not fail."""
     graph = import_graph()
-    assert "partition.graph" in graph["samplers.bsp"] or "partition" in graph["samplers.bsp"]
-    assert "pipeline.source" in graph["pipeline"] and "cache.configured" in graph["pipeline.stages"]
-    assert "conveyor.cli" in graph["launch"] and "trainer.modes" in graph["conveyor.cli"]
-    assert "trainer.run" in graph["trainer.modes"]
+    assert {"conveyor.partition.graph", "conveyor.partition"} & graph["conveyor.samplers.bsp"]
+    assert "conveyor.pipeline.source" in graph["conveyor.pipeline"]
+    assert "conveyor.cache.configured" in graph["conveyor.pipeline.stages"]
+    assert "conveyor.cli" in graph["launch"] and "conveyor.trainer.modes" in graph["conveyor.cli"]
+    assert "conveyor.trainer.run" in graph["conveyor.trainer.modes"]
 
 
 def test_a_stage_process_imports_neither_the_trainer_nor_pyg():
     """What a stage process imports: the module its body lives in (spawn imports it by name)."""
-    code = ("import sys, pipeline.stages; print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'trainer', 'torch_geometric', 'tensorboard', 'launch'}))")
+    code = ("import sys, conveyor.pipeline.stages; print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'torch_geometric', 'tensorboard', 'launch'} | "
+            "{m for m in sys.modules if m.startswith('conveyor.trainer')}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+SHADOWED = ("trainer", "cache", "pipeline", "samplers", "partition")
+
+
+def users_project(folder):
+    """A user's project folder: modules named like conveyor's stages and a conf/ of its own, each
+    failing loudly if conveyor ever read it."""
+    folder.mkdir(exist_ok=True)
+    for name in SHADOWED:
+        (folder / f"{name}.py").write_text(f"raise ImportError(\"the user's own {name}.py was imported\")\n")
+    (folder / "conf").mkdir(exist_ok=True)
+    (folder / "conf" / "config.yaml").write_text("defaults: [not_conveyors]\n")
+    return folder
+
+
+def test_a_users_modules_named_like_the_stages_change_nothing(tmp_path, data_root):
+    """From the checkout: run beside a trainer.py, cache.py, ... and conf/, conveyor imports its own."""
+    project = users_project(tmp_path / "project")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    code = ("import conveyor.trainer.run, conveyor.pipeline.stages, conveyor.cache, conveyor.samplers, "
+            "conveyor.partition, conveyor.conf; print(conveyor.trainer.run.__file__, conveyor.conf.__file__)")
+    shown = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [Path(p).relative_to(REPO).parts[0] for p in shown.stdout.split()] == ["trainer", "conf"]
+
+    out = tmp_path / "run"
+    ran = subprocess.run([sys.executable, "-m", "conveyor", "data=cora", f"data.root={data_root}",
+                          "pipeline=async", "trainer.epochs=1", "trainer.progress=false", "run.device=cpu",
+                          f"run.out_dir={out}"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert (out / "metrics.json").is_file()

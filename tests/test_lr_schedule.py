@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
+from conveyor.trainer.run import train
 from tests.configs import make_config
 from tests.test_training import run
-from trainer.run import train
 
 LR = 0.01  # cora.yaml's
 

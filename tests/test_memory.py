@@ -3,9 +3,9 @@ batch: the evaluation's (trainer.eval_batch_size, 4x the training batch by defau
 import psutil
 import torch
 
-from cache import build_cache
-from pipeline.memory import batch_room, largest_batch_ratio
-from pipeline.slots import SlotWriter
+from conveyor.cache import build_cache
+from conveyor.pipeline.memory import batch_room, largest_batch_ratio
+from conveyor.pipeline.slots import SlotWriter
 from tests.configs import make_config
 from tests.test_cache import skewed_graph
 

@@ -3,7 +3,7 @@ with the stage times injected, the limits settle, the trainer does not wait when
 keep up, and the queue never holds more than `depth` batches."""
 import pytest
 
-from pipeline.pace import PaceController
+from conveyor.pipeline.pace import PaceController
 
 DEPTH = 4
 

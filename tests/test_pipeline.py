@@ -16,19 +16,19 @@ import psutil
 import pytest
 import torch
 
-from cache.configured import cache_from_config
-from partition import ConveyorError, Graph
-from pipeline import AsyncBatches, PipelineError
-from pipeline.batch import device_labels
-from pipeline.mps import detect_mps, thread_percentages
-from pipeline.seeds import epoch_seed_batches, eval_seed_batches
-from pipeline.serial import SerialBatches
-from pipeline.sharing import share_graph
-from pipeline.slots import SlotReader, SlotWriter
-from samplers import build_sampler
+from conveyor.cache.configured import cache_from_config
+from conveyor.partition import ConveyorError, Graph
+from conveyor.pipeline import AsyncBatches, PipelineError
+from conveyor.pipeline.batch import device_labels
+from conveyor.pipeline.mps import detect_mps, thread_percentages
+from conveyor.pipeline.seeds import epoch_seed_batches, eval_seed_batches
+from conveyor.pipeline.serial import SerialBatches
+from conveyor.pipeline.sharing import share_graph
+from conveyor.pipeline.slots import SlotReader, SlotWriter
+from conveyor.samplers import build_sampler
+from conveyor.trainer.checkpoint import load_checkpoint
+from conveyor.trainer.run import train
 from tests.configs import REPO, make_config
-from trainer.checkpoint import load_checkpoint
-from trainer.run import train
 
 FAULT_DEADLINE_S = 10.0  # the issue's bound: a failed stage stops the run within 10 s
 
@@ -386,9 +386,9 @@ def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_epoch(tmp_path):
     """The flaky SIGINT test's cause: a signal whose handler runs inside a weakref callback (the
     pipeline returns batch buffers from those) raises there, and Python drops the exception. The
     loop must stop at its next batch all the same."""
-    from trainer.interrupts import stop_on_signals
-    from trainer.loop import train_epoch
-    from trainer.models import build_model
+    from conveyor.trainer.interrupts import stop_on_signals
+    from conveyor.trainer.loop import train_epoch
+    from conveyor.trainer.models import build_model
 
     graph, cfg = feature_graph(), pipeline_config(tmp_path)
     serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch_geometric.typing as pyg_typing
 
-from samplers import build_sampler
+from conveyor.samplers import build_sampler
 from tests.graphs import power_law_graph, star_graph
 
 pytestmark = pytest.mark.skipif(not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE),

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
+from conveyor.trainer.checkpoint import CHECKPOINT
+from conveyor.trainer.run import train
 from tests.configs import make_config
-from trainer.checkpoint import CHECKPOINT
-from trainer.run import train
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import time
 import uuid
 from pathlib import Path
 
-from partition import load_dataset
-from partition.datasets.common import STAGING_PREFIX
-from partition.partitioner import ensure_partitioned
-from pipeline.shutdown import SEMAPHORE_PREFIX, semaphores_named_after_this_process
+from conveyor.partition import load_dataset
+from conveyor.partition.datasets.common import STAGING_PREFIX
+from conveyor.partition.partitioner import ensure_partitioned
+from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX, semaphores_named_after_this_process
+from conveyor.trainer.leftovers import sweep_leftovers
 from tests.configs import REPO
 from tests.test_cli import assert_clear_error, launch
-from trainer.leftovers import sweep_leftovers
 
 
 def dead_pid() -> int:

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
+from conveyor.trainer.run import train
 from tests.configs import make_config
 from tests.graphs import write_custom_dataset
-from trainer.run import train
 
 
 def run(tmp_path, name, *overrides):
@@ -96,7 +96,7 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path, data_root):
 
 
 def test_out_dir_with_a_run_is_not_overwritten(tmp_path, data_root):
-    from partition import ConveyorError
+    from conveyor.partition import ConveyorError
     run(tmp_path, "once", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
     before = (tmp_path / "once" / "checkpoints" / "last.pt").read_bytes()
     with pytest.raises(ConveyorError, match="run.resume=true"):

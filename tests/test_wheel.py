@@ -1,6 +1,6 @@
 """The wheel as a user installs it: built from the repository's files, installed into a fresh
 virtual environment, and run from a folder outside the checkout: the `conveyor` command trains on
-cora and `python -m partition` partitions it, both from the configs the wheel carries.
+cora and `python -m conveyor.partition` partitions it, both from the configs the wheel carries.
 
 The fresh environment gets only the wheel (`--no-deps`); the dependencies it would pull from
 PyPI (GBs of torch) come from this interpreter's site-packages, listed in a `.pth` file. A plain
@@ -13,16 +13,18 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from partition import load_dataset, load_parts
+from conveyor.partition import load_dataset, load_parts
 from tests.configs import REPO
+from tests.test_layout import users_project
 
 pytestmark = pytest.mark.slow
-PACKAGES = ("conveyor", "trainer", "partition")
+PACKAGES = ("conveyor", "conveyor.trainer.run", "conveyor.partition", "conveyor.pipeline.stages", "conveyor.conf")
 
 
 def source_files() -> list:
@@ -70,8 +72,10 @@ def run(argv: list, cwd=None, timeout=600) -> subprocess.CompletedProcess:
 def test_the_wheel_installs_and_runs_without_the_checkout(tmp_path, data_root):
     wheel = build_wheel(tmp_path)
     venv = fresh_venv(tmp_path, wheel)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    with zipfile.ZipFile(wheel) as archive:
+        top = {name.split("/")[0] for name in archive.namelist()}
+    assert top == {"conveyor", f"conveyor-{wheel.name.split('-')[1]}.dist-info"}, top
+    elsewhere = users_project(tmp_path / "elsewhere")  # its own trainer.py, cache.py, ..., conf/: never read
     python, site = venv / "bin" / "python", venv / "lib"
 
     where = run([python, "-c", f"import {', '.join(PACKAGES)}; print({', '.join(p + '.__file__' for p in PACKAGES)})"],
@@ -91,7 +95,7 @@ def test_the_wheel_installs_and_runs_without_the_checkout(tmp_path, data_root):
     assert (out / "checkpoints" / "last.pt").is_file() and (out / ".hydra" / "config.yaml").is_file()
 
     parts = tmp_path / "parts"
-    printed = run([python, "-m", "partition", "data=cora", f"data.root={data_root}", "num_parts=2",
+    printed = run([python, "-m", "conveyor.partition", "data=cora", f"data.root={data_root}", "num_parts=2",
                    f"partition.dir={parts}"], cwd=elsewhere).stdout
     assert f"wrote 2 parts to {parts}" in printed
     saved = load_parts(parts)

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from partition import ConveyorError
-from partition.compose import one_line
+from conveyor.partition import ConveyorError
+from conveyor.partition.compose import one_line
 
 from .files import write_atomically
 from .resume import check_resumable

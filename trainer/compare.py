@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from partition import ConveyorError
-from partition.datasets import load_configured
-from partition.device import resolve_device, use_device
-from pipeline.options import PipelineOptions
-from samplers import resolve_sampler_name
+from conveyor.partition import ConveyorError
+from conveyor.partition.datasets import load_configured
+from conveyor.partition.device import resolve_device, use_device
+from conveyor.pipeline.options import PipelineOptions
+from conveyor.samplers import resolve_sampler_name
 
 from .metrics import setup_logging
 from .reference import require_neighbor_sampling, require_reference_model, train_reference

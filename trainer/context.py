@@ -9,10 +9,10 @@ from typing import List
 import torch
 from torch import Tensor
 
-from partition import Graph
-from partition.datasets import load_configured
-from partition.device import resolve_device, use_device
-from pipeline.seeds import epoch_seed_batches
+from conveyor.partition import Graph
+from conveyor.partition.datasets import load_configured
+from conveyor.partition.device import resolve_device, use_device
+from conveyor.pipeline.seeds import epoch_seed_batches
 
 from .checkpoint import prepare_out_dir
 from .metrics import RunRecorder

@@ -41,12 +41,12 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from partition import ConveyorError, Graph
-from partition.configured import make_partitions
-from partition.device import resolve_device
-from partition.store import load_part
-from pipeline.seeds import shuffled
-from pipeline.shutdown import stop_processes
+from conveyor.partition import ConveyorError, Graph
+from conveyor.partition.configured import make_partitions
+from conveyor.partition.device import resolve_device
+from conveyor.partition.store import load_part
+from conveyor.pipeline.seeds import shuffled
+from conveyor.pipeline.shutdown import stop_processes
 
 from .checkpoint import prepare_out_dir
 from .config import check_config

@@ -9,8 +9,8 @@ from typing import Dict, Tuple
 import torch
 import torch.nn.functional as F
 
-from cache.options import parse_dtype
-from pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
+from conveyor.cache.options import parse_dtype
+from conveyor.pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 
 from .layerwise import layerwise_logits
 from .loop import evaluate

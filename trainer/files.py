@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 
 def write_atomically(path: Path, data: bytes) -> Path:

@@ -20,9 +20,9 @@ from typing import List
 import torch
 from torch import Tensor, nn
 
-from partition import ConveyorError, Graph
-from partition.expansion import in_neighbour_chunks
-from samplers import build_sampler
+from conveyor.partition import ConveyorError, Graph
+from conveyor.partition.expansion import in_neighbour_chunks
+from conveyor.samplers import build_sampler
 
 INFERENCE = ("auto", "layerwise", "sampled")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from partition.leftovers import sweep_dead
-from pipeline.shutdown import SEMAPHORE_PREFIX
+from conveyor.partition.leftovers import sweep_dead
+from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX
 
 SHM = Path("/dev/shm")
 RANK_NOTES_PREFIX = "conveyor-ranks-"

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 from .adapter import PerHopForward, model_from_target
 

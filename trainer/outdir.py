@@ -18,7 +18,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 LOCK_FILE = ".conveyor.lock"
 _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's locks, kept open
@@ -59,7 +59,7 @@ def owns_out_dir() -> bool:
 
 
 class LockOutDir(Callback):
-    """Hydra callback (conveyor/conf/config.yaml, hydra.callbacks): lock run.out_dir as the run starts."""
+    """Hydra callback (conf/config.yaml, hydra.callbacks): lock run.out_dir as the run starts."""
 
     def on_run_start(self, config, **kwargs) -> None:
         if not owns_out_dir():

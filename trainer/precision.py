@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")
 

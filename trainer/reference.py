@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from partition import ConveyorError, Graph
+from conveyor.partition import ConveyorError, Graph
 
 from .adapter import instantiate_target, target_class
 from .layerwise import layerwise_logits, resolve_inference

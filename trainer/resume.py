@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 log = logging.getLogger("conveyor")
 

@@ -19,12 +19,12 @@ from typing import Any, Callable, Dict, List
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from cache.configured import cache_from_config
-from partition import ConveyorError, Graph
-from pipeline.memory import largest_batch_ratio
-from pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
-from pipeline.serial import SerialBatches
-from samplers import build_sampler, resolve_sampler_name
+from conveyor.cache.configured import cache_from_config
+from conveyor.partition import ConveyorError, Graph
+from conveyor.pipeline.memory import largest_batch_ratio
+from conveyor.pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
+from conveyor.pipeline.serial import SerialBatches
+from conveyor.samplers import build_sampler, resolve_sampler_name
 
 from .checkpoint import BEST, restore_weights, save_checkpoint
 from .config import check_config
@@ -86,7 +86,7 @@ def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
     `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
     sampler_name = resolve_sampler_name(cfg.sampler.name, device)
     if cfg.pipeline.name == "async":
-        from pipeline import AsyncBatches  # starts processes: only when asked for
+        from conveyor.pipeline import AsyncBatches  # starts processes: only when asked for
         return AsyncBatches(cfg, graph, device, sampler_name, recorder)
     sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
                             seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.deterministic))

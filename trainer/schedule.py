@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch.optim import lr_scheduler
 
-from partition import ConveyorError
+from conveyor.partition import ConveyorError
 
 SCHEDULES = ("none", "cosine", "step", "plateau")
 

@@ -15,15 +15,15 @@ from typing import Any, Callable, Optional, Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from cache.options import parse_bytes, parse_capacity, parse_dtype
-from cache.policies import POLICIES
-from partition import ConveyorError
-from partition.compose import leaf_keys, one_line, unknown_key_message
-from partition.datasets import DATASETS, OPTIONS
-from partition.partitioner import METHODS, SPLITS
-from pipeline.options import PipelineOptions
-from samplers import SAMPLERS
-from samplers.validation import BEYOND_INT64, INT64_MAX, check_fanouts
+from conveyor.cache.options import parse_bytes, parse_capacity, parse_dtype
+from conveyor.cache.policies import POLICIES
+from conveyor.partition import ConveyorError
+from conveyor.partition.compose import leaf_keys, one_line, unknown_key_message
+from conveyor.partition.datasets import DATASETS, OPTIONS
+from conveyor.partition.partitioner import METHODS, SPLITS
+from conveyor.pipeline.options import PipelineOptions
+from conveyor.samplers import SAMPLERS
+from conveyor.samplers.validation import BEYOND_INT64, INT64_MAX, check_fanouts
 
 from .layerwise import INFERENCE
 from .models import MODELS
@@ -204,7 +204,7 @@ def target_model_rules(present: list) -> dict[str, Rule]:
 def _check_key(cfg: DictConfig, key: str, rule: Rule, present: list) -> None:
     if key not in present:
         if not rule.optional:
-            raise ConveyorError(f"the config has no {key}; restore it (conveyor/conf/ sets it) or give it "
+            raise ConveyorError(f"the config has no {key}; restore it (conf/ sets it) or give it "
                                 f"on the command line, e.g. +{key}=VALUE.")
         return
     problem = rule.problem(key, _value(cfg, key))

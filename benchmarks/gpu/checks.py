@@ -36,7 +36,7 @@ if torch.cuda.is_available():
                    "sm_count": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
                    "l2_mib": round(getattr(p, "L2_cache_size", 0) / 2**20, 1)}
 try:
-    from pipeline.mps import detect_mps
+    from conveyor.pipeline.mps import detect_mps
     info["mps_daemon"] = detect_mps().describe()
 except Exception as err:
     info["mps_daemon"] = f"unknown ({err})"

@@ -24,10 +24,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
     args, overrides = p.parse_known_args()
-    from partition.compose import compose_config
-    from partition.datasets import load_configured
-    from partition.device import resolve_device, use_device
-    from trainer.reference import train_reference
+    from conveyor.partition.compose import compose_config
+    from conveyor.partition.datasets import load_configured
+    from conveyor.partition.device import resolve_device, use_device
+    from conveyor.trainer.reference import train_reference
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = compose_config(overrides)  # as launch.py composes it (resolvers, one-paragraph errors)
     device = use_device(resolve_device(cfg.run.device))

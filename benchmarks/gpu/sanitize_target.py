@@ -28,9 +28,9 @@ def main() -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before samplers.fused defines the kernel
     import torch
 
-    from cache import build_cache
-    from partition.datasets.synthetic import generate
-    from samplers import build_sampler
+    from conveyor.cache import build_cache
+    from conveyor.partition.datasets.synthetic import generate
+    from conveyor.samplers import build_sampler
     from tests.sampler_checks import assert_valid_batch
 
     start = time.perf_counter()

@@ -26,7 +26,7 @@ PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
 DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory")
 # The options each loader takes; every one is declared, with its meaning, in that dataset's YAML
-# (conveyor/conf/data/<name>.yaml; tests/test_config_keys.py checks it).
+# (conf/data/<name>.yaml; tests/test_config_keys.py checks it).
 OPTIONS = {"synthetic": ("scale", "seed", "num_features", "num_classes"),
            "custom": ("path", "undirected", "num_classes")}
 
@@ -73,9 +73,9 @@ def check_root(root: str | Path) -> Path:
 
 
 def load_configured(cfg_data) -> Graph:
-    """The graph a run's `data` config describes (conveyor/conf/data/*.yaml): `name`, `root`, the loader's
+    """The graph a run's `data` config describes (conf/data/*.yaml): `name`, `root`, the loader's
     options, and `normalize_features`; checked to have features, labels and training nodes.
-    Training, `python -m partition` and the comparison all load through here, so they agree on
+    Training, `python -m conveyor.partition` and the comparison all load through here, so they agree on
     the graph (and a saved partitioning's fingerprint matches)."""
     options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
                if k not in ("name", "root", "normalize_features")}
