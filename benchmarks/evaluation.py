@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conveyor.partition.compose import compose_config  # noqa: E402
+from conveyor.compose import compose_config  # noqa: E402
 from conveyor.trainer.run import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

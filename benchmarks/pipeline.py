@@ -78,7 +78,7 @@ def overrides(args, mode: str) -> list[str]:
 
 
 def compose(overrides_: list[str]):
-    from conveyor.partition.compose import compose_config
+    from conveyor.compose import compose_config
     return compose_config(overrides_)
 
 

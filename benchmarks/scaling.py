@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conveyor.partition.compose import compose_config  # noqa: E402
+from conveyor.compose import compose_config  # noqa: E402
 from conveyor.partition.configured import make_partitions  # noqa: E402
 from conveyor.partition.device import resolve_device  # noqa: E402
 from conveyor.trainer.distributed import train_distributed  # noqa: E402

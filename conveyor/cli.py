@@ -1,60 +1,104 @@
 """The `conveyor` command (`python launch.py` from a checkout, `python -m conveyor`):
-`conveyor model=sage data=products ...` composes the Hydra config and hands it to the trainer.
+`conveyor model=sage data=products ...` composes the Hydra config once, checks it once, locks
+`run.out_dir`, and hands the config to the trainer; `conveyor partition ...` makes partitions
+offline (conveyor/partition_command.py).
 
 Bad input (unknown names, a missing dataset, invalid keys) ends in one paragraph on stderr and
-exit code 2, not a traceback; `--help` lists the groups and every key with its default and meaning.
-Ctrl-C (SIGINT) and SIGTERM stop a run cleanly (stage processes too), keeping its last
-checkpoint; the exit code is 128 + the signal number.
+exit code 2, not a traceback, before any folder is made or data loaded; `--help` lists the groups
+and every key with its default and meaning. Ctrl-C (SIGINT) and SIGTERM stop a run cleanly (stage
+processes too), keeping its last checkpoint; the exit code is 128 + the signal number.
+
+Hydra's own flags (`-m` sweeps, `--cfg job`, `--hydra-help`, ...) hand the arguments to Hydra's
+main: each job it starts is then checked and locked as it begins.
 """
 import signal
 import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from conveyor.partition import ConveyorError
-from conveyor.partition.compose import (  # also registers ${run_id:}, which run.out_dir uses
-    CONF,
-    compose_config,
-    target_added,
-)
+
+from .compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
 
 HELP_FLAGS = ("--help", "-h")
+HYDRA_OUTPUT = ".hydra"  # where a run keeps its composed config, as Hydra's own runs do
 
 
-def check_before_hydra(overrides: list) -> None:
-    """Compose and check the config before Hydra does: its own errors (an unknown group option
-    or key, an override it cannot parse) and every bad value end in one paragraph and exit 2,
-    before Hydra creates run.out_dir and before any data is loaded."""
-    if any(arg.startswith("-") for arg in overrides):
-        return  # --cfg, --hydra-help, -m ...: Hydra's own flags
+def main() -> None:
+    """The console command: the arguments are Hydra overrides (GROUP=OPTION, KEY=VALUE)."""
+    args = sys.argv[1:]
+    if args[:1] == ["partition"]:
+        partition(args[1:])
+    elif any(arg in HELP_FLAGS for arg in args):
+        print_help(args)
+    elif any(arg.startswith("-") for arg in args):  # -m, --cfg, --hydra-help, ...: Hydra's own
+        sys.argv[1:] = target_added(args)
+        hydra_job()
+    else:
+        composed = compose_or_fail(args)
+        job = checked_job(composed)
+        save_config(job, composed.hydra, args)
+        start(job)
+
+
+def compose_or_fail(overrides: list) -> DictConfig:
+    try:
+        return compose_config(overrides, with_hydra=True)
+    except ConveyorError as error:
+        fail(error)
+
+
+def checked_job(composed: DictConfig) -> DictConfig:
+    """The run's own config (without Hydra's node), checked once and resolved once (a default
+    run.out_dir names the time: every later reader sees the same folder), with run.out_dir
+    locked: before any folder is made or data loaded."""
     from conveyor.trainer.config import check_config
+    job = OmegaConf.masked_copy(composed, [key for key in composed.keys() if key != "hydra"])
     try:
-        check_config(compose_config(overrides))
+        check_config(job)
+        OmegaConf.resolve(job)
+        lock(job)
     except ConveyorError as error:
         fail(error)
+    return job
 
 
-def print_help(overrides: list) -> None:
-    """`--help`, with the options and defaults the other arguments choose (`data=cora --help`)."""
-    from .usage import help_text
-    try:
-        print(help_text([arg for arg in overrides if arg not in HELP_FLAGS]), flush=True)
-    except ConveyorError as error:
-        fail(error)
-    except BrokenPipeError:  # `conveyor --help | head`: the reader has all it wanted
-        sys.stdout = None  # nothing left to flush at exit, so no second error there
+def lock(cfg: DictConfig) -> None:
+    """One run per run.out_dir (trainer/outdir.py), taken before anything is written into it."""
+    from conveyor.trainer.outdir import lock_out_dir, owns_out_dir
+    if owns_out_dir():
+        lock_out_dir(cfg.run.out_dir)
 
 
-def fail(error: ConveyorError) -> None:
-    # One paragraph even where a message quotes a library's multi-line text.
-    print(f"conveyor: error: {' '.join(str(error).split())}", file=sys.stderr)
-    sys.exit(2)
+def save_config(job: DictConfig, hydra_node: DictConfig, overrides: list) -> None:
+    """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (resolved),
+    Hydra's node (the options chosen in each group) and the overrides given."""
+    from conveyor.trainer.outdir import owns_out_dir
+    if not owns_out_dir():
+        return
+    folder = Path(str(job.run.out_dir)).expanduser() / HYDRA_OUTPUT
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(job))
+    (folder / "hydra.yaml").write_text(OmegaConf.to_yaml({"hydra": hydra_node}))
+    (folder / "overrides.yaml").write_text(OmegaConf.to_yaml(list(overrides)))
 
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base=None)
-def run_config(cfg: DictConfig) -> None:
+def hydra_job(cfg: DictConfig) -> None:
+    """One job of a run Hydra's own flags started (e.g. each run of a `-m` sweep)."""
+    from conveyor.trainer.config import check_config
+    try:
+        check_config(cfg)
+        lock(cfg)
+    except ConveyorError as error:
+        fail(error)
+    start(cfg)
+
+
+def start(cfg: DictConfig) -> None:
+    """Run the checked config: ConveyorErrors as one paragraph, a stop signal as its exit code."""
     from conveyor.trainer.checkpoint import CHECKPOINT
     from conveyor.trainer.interrupts import stop_on_signals
     from conveyor.trainer.modes import run
@@ -74,15 +118,29 @@ def run_config(cfg: DictConfig) -> None:
         sys.exit(128 + signal.Signals[name].value)
 
 
-def main() -> None:
-    """The console command: the arguments are Hydra overrides (GROUP=OPTION, KEY=VALUE)."""
-    args = sys.argv[1:]
-    if any(arg in HELP_FLAGS for arg in args):
-        print_help(args)
-        return
-    check_before_hydra(args)
-    sys.argv[1:] = target_added(args)  # what Hydra's own compose reads: as checked
-    run_config()
+def partition(tokens: list) -> None:
+    from .partition_command import main as partition_main
+    try:
+        sys.exit(partition_main(tokens))
+    except ConveyorError as error:
+        fail(error)
+
+
+def print_help(overrides: list) -> None:
+    """`--help`, with the options and defaults the other arguments choose (`data=cora --help`)."""
+    from .usage import help_text
+    try:
+        print(help_text([arg for arg in overrides if arg not in HELP_FLAGS]), flush=True)
+    except ConveyorError as error:
+        fail(error)
+    except BrokenPipeError:  # `conveyor --help | head`: the reader has all it wanted
+        sys.stdout = None  # nothing left to flush at exit, so no second error there
+
+
+def fail(error: ConveyorError) -> None:
+    # One paragraph even where a message quotes a library's multi-line text.
+    print(f"conveyor: error: {' '.join(str(error).split())}", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

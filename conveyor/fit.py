@@ -11,8 +11,8 @@ from typing import Callable, Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
+from conveyor.compose import compose_config
 from conveyor.partition import ConveyorError, Graph
-from conveyor.partition.compose import compose_config
 from conveyor.partition.datasets import check_trainable
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.run import TrainResult, train

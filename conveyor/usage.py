@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from conveyor.partition.compose import CONF, compose_config
+from .compose import CONF, compose_config
 
 WIDTH, KEY_COLUMN = 110, 36
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>.*)$")
@@ -26,7 +26,7 @@ conveyor: pipelined GNN training (GraphSAGE, GCN, GAT) on large graphs.
 Usage: conveyor [GROUP=OPTION ...] [KEY=VALUE ...]     (from a checkout: python launch.py ...)
   e.g. conveyor model=sage data=products trainer.epochs=5 run.out_dir=runs/p1
   The defaults below follow the options given before --help: conveyor data=cora --help.
-  Partition offline with the same overrides: python -m conveyor.partition ... num_parts=K."""
+  Partition offline with the same overrides: conveyor partition ... num_parts=K."""
 FOOTER = """\
 Outputs go to run.out_dir: metrics.json, TensorBoard event files, run.log,
 checkpoints/last.pt (resume with run.resume=true). See README.md and docs/design.md."""

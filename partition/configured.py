@@ -1,5 +1,5 @@
 """Partitions for a run's config: where they live and how they are made, shared by training with
-`run.world_size=K` and the offline `python -m conveyor.partition`, so parts made offline are found."""
+`run.world_size=K` and the offline `conveyor partition`, so parts made offline are found."""
 from __future__ import annotations
 
 import hashlib

@@ -131,7 +131,7 @@ def load_part(directory, rank: int, mmap: bool = True) -> Part:
     header = read_header(directory)
     if header is None:
         raise ConveyorError(f"no complete partitioning in {directory} (partition.json missing); "
-                            f"make one with `python -m conveyor.partition ...` or load_or_partition().")
+                            f"make one with `conveyor partition ...` or load_or_partition().")
     if not 0 <= int(rank) < header["num_parts"]:
         raise ConveyorError(f"{directory} has {header['num_parts']} parts (ranks 0.."
                             f"{header['num_parts'] - 1}), not rank {rank}; partition again for "

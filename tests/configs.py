@@ -1,7 +1,7 @@
 """Compose the real Hydra config (conf/) for tests, as `launch.py` would with these overrides."""
 from pathlib import Path
 
-from conveyor.partition.compose import compose_config
+from conveyor.compose import compose_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,9 @@ from scipy import stats
 
 from conveyor.partition import ConveyorError
 from conveyor.samplers import build_sampler
+from conveyor.samplers.checks import assert_valid_batch
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
-from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fan_rank_counts
+from tests.sampler_checks import BAD_SEEDS, fan_rank_counts
 
 GRAPHS = {
     "random": lambda: random_graph(),

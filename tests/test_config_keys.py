@@ -5,11 +5,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from conveyor.compose import compose_config
 from conveyor.partition import Graph
-from conveyor.partition.compose import compose_config, leaf_keys
 from conveyor.partition.datasets import DATASETS, OPTIONS, load_configured
 from conveyor.trainer.config import check_config
-from conveyor.trainer.schema import PIPELINE_KEYS, SCHEMA, data_rules
+from conveyor.trainer.schema import PIPELINE_KEYS, SCHEMA, data_rules, leaf_keys
 from conveyor.usage import key_meanings, leaves, option_files
 from tests.configs import make_config
 from tests.graphs import write_custom_dataset

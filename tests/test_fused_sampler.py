@@ -22,9 +22,10 @@ from conveyor.samplers import (
     build_sampler,  # noqa: E402
     fused,  # noqa: E402
 )
+from conveyor.samplers.checks import assert_valid_batch, same_batch  # noqa: E402
 from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated  # noqa: E402
-from tests.sampler_checks import BAD_SEEDS, assert_valid_batch, fused_state_is_clean, same_batch  # noqa: E402
+from tests.sampler_checks import BAD_SEEDS, fused_state_is_clean  # noqa: E402
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(

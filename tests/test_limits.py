@@ -12,9 +12,9 @@ from conveyor.pipeline import AsyncBatches, PipelineError
 from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import build_sampler
 from conveyor.samplers.bsp import BSPSampler, sample_positions
+from conveyor.samplers.checks import assert_valid_batch
 from conveyor.trainer.config import check_world_size
 from tests.configs import make_config
-from tests.sampler_checks import assert_valid_batch
 from tests.test_pipeline import feature_graph
 
 HUGE = 10**12  # beyond int32, so a buffer or tensor sized or typed by it would fail

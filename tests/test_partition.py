@@ -305,10 +305,10 @@ def test_graph_without_training_nodes():
 
 
 def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp_path, capsys):
-    """`python -m conveyor.partition` takes the run's own overrides and writes where a run with
+    """`conveyor partition` takes the run's own overrides and writes where a run with
     run.world_size=K looks, so that run finds the parts and does not partition again."""
-    from conveyor.partition.__main__ import compose, main
     from conveyor.partition.configured import make_partitions
+    from conveyor.partition_command import compose, main
 
     overrides = ["data=synthetic", "data.scale=0.002", f"data.root={data_root}",
                  "sampler.fanouts=[5,5]", "partition=random", f"partition.dir={tmp_path / 'parts'}"]
@@ -335,8 +335,8 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
 
 
 def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
-    from conveyor.partition.__main__ import compose
     from conveyor.partition.configured import partition_dir
+    from conveyor.partition_command import compose
 
     base = ["data=synthetic", f"data.root={data_root}"]
     folders = {partition_dir(compose(base + extra), k) for extra, k in [
@@ -347,8 +347,8 @@ def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
 
 
 def test_a_custom_datasets_folder_is_one_folder_named_after_its_path(tmp_path):
-    from conveyor.partition.__main__ import compose
     from conveyor.partition.configured import partition_dir
+    from conveyor.partition_command import compose
 
     folders = [partition_dir(compose(["data=custom", f"data.root={tmp_path}", f"data.path={path}"]), 2)
                for path in ("/data/a/graph", "/data/b/graph", "/data/a/graph")]

@@ -1,6 +1,6 @@
 """The wheel as a user installs it: built from the repository's files, installed into a fresh
 virtual environment, and run from a folder outside the checkout: the `conveyor` command trains on
-cora and `python -m conveyor.partition` partitions it, both from the configs the wheel carries.
+cora and `conveyor partition` partitions it, both from the configs the wheel carries.
 
 The fresh environment gets only the wheel (`--no-deps`); the dependencies it would pull from
 PyPI (GBs of torch) come from this interpreter's site-packages, listed in a `.pth` file. A plain
@@ -95,7 +95,7 @@ def test_the_wheel_installs_and_runs_without_the_checkout(tmp_path, data_root):
     assert (out / "checkpoints" / "last.pt").is_file() and (out / ".hydra" / "config.yaml").is_file()
 
     parts = tmp_path / "parts"
-    printed = run([python, "-m", "conveyor.partition", "data=cora", f"data.root={data_root}", "num_parts=2",
+    printed = run([venv / "bin" / "conveyor", "partition", "data=cora", f"data.root={data_root}", "num_parts=2",
                    f"partition.dir={parts}"], cwd=elsewhere).stdout
     assert f"wrote 2 parts to {parts}" in printed
     saved = load_parts(parts)

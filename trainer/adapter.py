@@ -17,7 +17,7 @@ from torch_geometric.nn import GATConv, GATv2Conv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from conveyor.partition import ConveyorError
-from conveyor.partition.compose import one_line
+from conveyor.partition.errors import one_line
 
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 
 from conveyor.partition import ConveyorError
-from conveyor.partition.compose import one_line
+from conveyor.partition.errors import one_line
 
 from .files import write_atomically
 from .resume import check_resumable

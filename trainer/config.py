@@ -11,10 +11,10 @@ import torch
 from omegaconf import DictConfig
 
 from conveyor.partition import ConveyorError
-from conveyor.partition.compose import one_line
 from conveyor.partition.datasets import check_root
 from conveyor.partition.datasets.custom import check_folder
 from conveyor.partition.device import resolve_device
+from conveyor.partition.errors import one_line
 
 from .schedule import check_schedule
 from .schema import check_schema

@@ -17,7 +17,7 @@ def run(cfg: DictConfig):
     """One training run, data-parallel ranks (run.world_size > 1, or under torchrun), or the
     side-by-side comparison with PyG (mode=compare)."""
     check_config(cfg)
-    if owns_out_dir():  # taken already when launch.py started the run (a Hydra callback)
+    if owns_out_dir():  # taken already when the conveyor command started the run: a no-op then
         lock_out_dir(cfg.run.out_dir)
     if cfg.mode == "compare":
         return compare(cfg)

@@ -1,11 +1,11 @@
 """One run per `run.out_dir`, and default run names that never collide.
 
 A run holds an exclusive `flock` on `<out_dir>/.conveyor.lock` for as long as its process lives;
-a second run into the same folder is refused before it writes anything (Hydra's `.hydra/` copy
-included: the lock is taken in a Hydra callback, before Hydra saves the config). The kernel drops
+a second run into the same folder is refused before it writes anything (the `conveyor` command
+takes the lock as soon as the config is checked, before it saves the config into `.hydra/`). The kernel drops
 the lock when the process ends, however it ends, so a killed run leaves no stale lock.
 
-Default names end with `${run_id:}` (partition/compose.py): this process's id, or under torchrun
+Default names end with `${run_id:}` (conveyor/compose.py): this process's id, or under torchrun
 the launcher's (the same for every rank of one job), so two runs started in the same second get
 two folders.
 """
@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from pathlib import Path
-
-from hydra.experimental.callback import Callback
 
 from conveyor.partition import ConveyorError
 
@@ -27,7 +24,7 @@ _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's loc
 def lock_out_dir(out_dir) -> None:
     """Take `out_dir`'s lock for the rest of this process's life (again: a no-op); raise a
     ConveyorError when another run holds it."""
-    try:  # Hydra turns any other exception of its callback into a warning, and runs unlocked
+    try:
         out_dir = Path(out_dir).expanduser().resolve()
         if out_dir in _held:
             return
@@ -56,17 +53,3 @@ def lock_out_dir(out_dir) -> None:
 def owns_out_dir() -> bool:
     """Whether this process owns the run's folder: not a torchrun rank other than 0."""
     return int(os.environ.get("RANK", "0")) == 0
-
-
-class LockOutDir(Callback):
-    """Hydra callback (conf/config.yaml, hydra.callbacks): lock run.out_dir as the run starts."""
-
-    def on_run_start(self, config, **kwargs) -> None:
-        if not owns_out_dir():
-            return
-        try:
-            lock_out_dir(config.run.out_dir)
-        except ConveyorError as error:  # Hydra would print a traceback: one paragraph instead
-            print(f"conveyor: error: {error}", file=sys.stderr)
-            sys.exit(2)
-

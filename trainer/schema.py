@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
@@ -18,8 +18,8 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 from conveyor.cache.options import parse_bytes, parse_capacity, parse_dtype
 from conveyor.cache.policies import POLICIES
 from conveyor.partition import ConveyorError
-from conveyor.partition.compose import leaf_keys, one_line, unknown_key_message
 from conveyor.partition.datasets import DATASETS, OPTIONS
+from conveyor.partition.errors import did_you_mean, one_line
 from conveyor.partition.partitioner import METHODS, SPLITS
 from conveyor.pipeline.options import PipelineOptions
 from conveyor.samplers import SAMPLERS
@@ -221,3 +221,20 @@ def _value(cfg: DictConfig, key: str):
     except OmegaConfBaseException as error:
         raise ConveyorError(f"{key} cannot be resolved: {one_line(str(error))}") from None
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def unknown_key_message(key: str, known: Iterable[str]) -> str:
+    return (f"unknown config key {key}{did_you_mean(key, known)}; remove it or correct its name "
+            f"(`conveyor --help` or `python launch.py --help` lists the keys).")
+
+
+def leaf_keys(node, prefix: str = "") -> list[str]:
+    """Dotted paths of a config's leaves (a list is a leaf)."""
+    from omegaconf import DictConfig
+
+    keys = []
+    for name in node.keys():
+        path = f"{prefix}{name}"
+        child = node._get_node(name)
+        keys += leaf_keys(child, path + ".") if isinstance(child, DictConfig) else [path]
+    return keys

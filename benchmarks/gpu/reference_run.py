@@ -24,7 +24,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
     args, overrides = p.parse_known_args()
-    from conveyor.partition.compose import compose_config
+    from conveyor.compose import compose_config
     from conveyor.partition.datasets import load_configured
     from conveyor.partition.device import resolve_device, use_device
     from conveyor.trainer.reference import train_reference

@@ -31,7 +31,7 @@ def main() -> None:
     from conveyor.cache import build_cache
     from conveyor.partition.datasets.synthetic import generate
     from conveyor.samplers import build_sampler
-    from tests.sampler_checks import assert_valid_batch
+    from conveyor.samplers.checks import assert_valid_batch
 
     start = time.perf_counter()
     graph = generate(scale=0.002, seed=0)  # 4.9K nodes, 247K edges: hubs and low-degree nodes

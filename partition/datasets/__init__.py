@@ -75,7 +75,7 @@ def check_root(root: str | Path) -> Path:
 def load_configured(cfg_data) -> Graph:
     """The graph a run's `data` config describes (conf/data/*.yaml): `name`, `root`, the loader's
     options, and `normalize_features`; checked to have features, labels and training nodes.
-    Training, `python -m conveyor.partition` and the comparison all load through here, so they agree on
+    Training, `conveyor partition` and the comparison all load through here, so they agree on
     the graph (and a saved partitioning's fingerprint matches)."""
     options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
                if k not in ("name", "root", "normalize_features")}

@@ -1,23 +1,27 @@
-"""Compose conf/ as the `conveyor` command does, Hydra's own errors as one-paragraph ConveyorErrors.
+"""Compose conf/ (`conveyor.conf`) as the `conveyor` command does, Hydra's own errors as
+one-paragraph ConveyorErrors.
 
 Hydra reports an unknown group option, an unknown key or an override it cannot parse in ten lines
-ending in a search path; `conveyor` (`launch.py`), `python -m conveyor.partition` and the tests compose through here
-first, so the user reads one paragraph naming the option or key and the choices instead.
+ending in a search path; every entry point (`conveyor` and `launch.py`, `conveyor partition`,
+`conveyor.fit`, the tests) composes through here, so the user reads one paragraph naming the
+option or key and the choices instead. The entry points sit on top of the stages: nothing below
+them composes a config or knows where conf/ lies.
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from .errors import ConveyorError
+import conveyor.conf
+from conveyor.partition.errors import ConveyorError, did_you_mean, one_line
 
-# The Hydra YAML: conf/ beside this package, in a checkout and in the wheel (conveyor/conf/).
-CONF = Path(__file__).resolve().parent.parent / "conf"
+# The Hydra YAML: the package conveyor.conf, wherever it was imported from (the wheel's
+# conveyor/conf/, a checkout's conf/).
+CONF = Path(conveyor.conf.__file__).resolve().parent
 TARGET = "model._target_"  # the model class, given on the command line with or without `+`
 
 
@@ -83,6 +87,7 @@ def explain_hydra_error(error: Exception) -> str:
                 f"KEY=VALUE, quoting a value with spaces or brackets, e.g. sampler.fanouts=[10,5].")
     unknown = re.match(r"Could not override '([^']+)'", str(error))
     if unknown:  # the cause names the key itself: model.a in `model={a:1}`, not model
+        from conveyor.trainer.schema import unknown_key_message
         key = getattr(error.__cause__, "full_key", None) or unknown.group(1)
         return unknown_key_message(key, _default_keys())
     merging = re.match(r"Error merging override [+~]*([^=]+)=(.*)", str(error), re.DOTALL)
@@ -110,33 +115,6 @@ def shape_message(key: str, value: str, cause) -> str:
     return f"cannot set {key}={value}: {fix}."
 
 
-def unknown_key_message(key: str, known: Iterable[str]) -> str:
-    return (f"unknown config key {key}{did_you_mean(key, known)}; remove it or correct its name "
-            f"(`conveyor --help` or `python launch.py --help` lists the keys).")
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
-def one_line(text: str) -> str:
-    """Hydra's or OmegaConf's message, without the search path or the key it names, on one line."""
-    text = re.split(r"\nConfig search path|\n\s*full_key:", text)[0]
-    return " ".join(text.split()).rstrip(".") + "."
-
-
-def leaf_keys(node, prefix: str = "") -> list[str]:
-    """Dotted paths of a config's leaves (a list is a leaf)."""
-    from omegaconf import DictConfig
-
-    keys = []
-    for name in node.keys():
-        path = f"{prefix}{name}"
-        child = node._get_node(name)
-        keys += leaf_keys(child, path + ".") if isinstance(child, DictConfig) else [path]
-    return keys
-
-
 def _default_keys() -> list[str]:
+    from conveyor.trainer.schema import leaf_keys
     return leaf_keys(compose_config([]))
