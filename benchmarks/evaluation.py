@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conveyor.compose import compose_config  # noqa: E402
+from conveyor.config import load_settings  # noqa: E402
 from conveyor.trainer.run import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ def measure(data: str, overrides: list[str], tmp: Path) -> dict:
     name, _, extra = data.partition(":")
     runs = {}
     for mode in MODES:
-        cfg = compose_config([f"data={name}", *[o for o in extra.split(",") if o], "trainer.progress=false",
+        cfg = load_settings([f"data={name}", *[o for o in extra.split(",") if o], "trainer.progress=false",
                               *overrides, f"trainer.inference={mode}", f"run.out_dir={tmp / name / mode}"])
         result = train(cfg)
         evaluated = [e for e in result.history if "eval_time_s" in e]

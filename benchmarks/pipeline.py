@@ -78,8 +78,9 @@ def overrides(args, mode: str) -> list[str]:
 
 
 def compose(overrides_: list[str]):
-    from conveyor.compose import compose_config
-    return compose_config(overrides_)
+    """The run's settings for these overrides, as launch.py builds them."""
+    from conveyor.config import load_settings
+    return load_settings(overrides_)
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def setup(args, mode):
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
     model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes), len(cfg.sampler.fanouts)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr))
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.trainer.lr)
     return cfg, graph, device, model, optimizer
 
 
@@ -236,49 +237,52 @@ def steady_pipeline_stats(source, warm: dict) -> dict:
             "limits": dict(source.pace.limits), "mps_percent": dict(source.percentages)}
 
 
+def timed(fn, items, threads: int, device):
+    """`fn` over `items` after one warm-up call (kernel compilation, allocator), with as many torch
+    threads as the stage has in the pipeline: the outputs and the seconds they took."""
+    import torch
+
+    from conveyor.pipeline.batch import synchronize
+    trainer_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fn(items[0])
+        synchronize(device)
+        start = time.perf_counter()
+        out = [fn(item) for item in items]
+        synchronize(device)
+        return out, time.perf_counter() - start
+    finally:
+        torch.set_num_threads(trainer_threads)
+
+
 def run_stages(args) -> dict:
     """Each stage alone over one epoch's batches (epoch 2's, after a warm-up on epoch 1's)."""
     import torch
 
-    from conveyor.cache.configured import cache_from_config
+    from conveyor.cache import CacheSpec
     from conveyor.pipeline.batch import BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
-    from conveyor.pipeline.options import PipelineOptions
-    from conveyor.samplers import build_sampler, resolve_sampler_name
+    from conveyor.samplers import SamplerSpec
     from conveyor.trainer.loop import train_epoch
     cfg, graph, device, model, optimizer = setup(args, "stages")
-    stage_threads = PipelineOptions.from_config(compose(overrides(args, "async")).pipeline).threads
-    trainer_threads = torch.get_num_threads()
-    name = resolve_sampler_name(cfg.sampler.name, device)
-    sampler = build_sampler(name, graph, list(cfg.sampler.fanouts), device=device, seed=args.seed)
-    cache = cache_from_config(cfg, graph, device)
-
-    def timed(fn, items, threads):
-        torch.set_num_threads(threads)  # as many threads as the stage has in the pipeline
-        try:
-            fn(items[0])  # warm-up (kernel compilation, allocator)
-            synchronize(device)
-            start = time.perf_counter()
-            out = [fn(item) for item in items]
-            synchronize(device)
-            return out, time.perf_counter() - start
-        finally:
-            torch.set_num_threads(trainer_threads)
-
+    stage_threads = compose(overrides(args, "async")).pipeline.stage_threads
+    sampler = SamplerSpec.of(cfg.sampler, args.seed, device).build(graph, device)
+    cache = CacheSpec(cfg.cache, cfg.run.seed).build(graph, device)
     seeds, sampler_seed = epoch_batches(args, graph, 2)
     sampler.manual_seed(sampler_seed)
-    sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads)
+    sampled, sample_s = timed(lambda s: sampler.sample(s).to(device), seeds, stage_threads, device)
     labels = device_labels(graph.y, device)
-    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(labels, b)),
-                               sampled, stage_threads)
+    gathered, gather_s = timed(lambda b: (cache.gather(b.n_id), seed_labels(labels, b)), sampled, stage_threads,
+                               device)
     prepared = [PreparedBatch(b, x, y, BatchCost()) for b, (x, y) in zip(sampled, gathered)]
     train_epoch(model, optimizer, prepared[:1], 1, False)  # warm-up
     synchronize(device)
     start = time.perf_counter()
     train_epoch(model, optimizer, prepared, len(prepared), False)
     synchronize(device)
-    train_s = time.perf_counter() - start
     return {"mode": "stages", "batches": len(seeds), "sampler_s": sample_s, "loader_s": gather_s,
-            "trainer_s": train_s, "stage_threads": stage_threads, "trainer_threads": trainer_threads}
+            "trainer_s": time.perf_counter() - start, "stage_threads": stage_threads,
+            "trainer_threads": torch.get_num_threads()}
 
 
 # -- orchestration ------------------------------------------------------------------------------
@@ -372,17 +376,8 @@ def table(args, results: dict, summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.worker:
-        result = run_stages(args) if args.worker == "stages" else run_mode(args, args.worker)
-        Path(args.result).write_text(json.dumps(result))
-        return
-    if args.epochs < 2:
-        raise SystemExit("--epochs must be >= 2 (the first epoch is start-up and warm-up)")
-    # A time limit's SIGTERM (benchmarks/gpu/suite.py) unwinds like an exception, so PrivateMPS
-    # still quits the MPS daemon it started.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+def measure_modes(args) -> dict:
+    """Each stage alone, then each mode this device runs, each in a worker process of its own."""
     from conveyor.partition.datasets import load_dataset
     load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)  # generate once
     results = {"stages": worker(args, "stages")}
@@ -394,7 +389,21 @@ def main(argv=None):
         else:
             with PrivateMPS() as mps:
                 results[mode] = worker(args, mode, env=mps.env)
-    results = {mode: r for mode, r in results.items() if r is not None}
+    return {mode: r for mode, r in results.items() if r is not None}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        result = run_stages(args) if args.worker == "stages" else run_mode(args, args.worker)
+        Path(args.result).write_text(json.dumps(result))
+        return
+    if args.epochs < 2:
+        raise SystemExit("--epochs must be >= 2 (the first epoch is start-up and warm-up)")
+    # A time limit's SIGTERM (benchmarks/gpu/suite.py) unwinds like an exception, so PrivateMPS
+    # still quits the MPS daemon it started.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    results = measure_modes(args)
     if not {"stages", "serial"} <= set(results):
         raise SystemExit("the stage or serial measurement failed; nothing to compare against")
     summary = summarise(args, results)

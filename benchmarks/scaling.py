@@ -27,10 +27,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conveyor.compose import compose_config  # noqa: E402
-from conveyor.partition.configured import make_partitions  # noqa: E402
+from conveyor.config import load_settings  # noqa: E402
 from conveyor.partition.device import resolve_device  # noqa: E402
-from conveyor.trainer.distributed import train_distributed  # noqa: E402
+from conveyor.trainer.distributed import make_partitions_for, train_distributed  # noqa: E402
 from conveyor.trainer.run import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +37,8 @@ DEFAULTS = ("data=synthetic", "trainer.epochs=3", "trainer.progress=false", "tra
 
 
 def config(overrides):
-    return compose_config(list(overrides))
+    """The run's settings for these overrides, as launch.py builds them."""
+    return load_settings(list(overrides))
 
 
 def default_ranks(device: torch.device) -> list[int]:
@@ -49,7 +49,7 @@ def default_ranks(device: torch.device) -> list[int]:
 def measure(overrides, k: int, out_dir: Path, threads: int | None) -> dict:
     cfg = config([*overrides, f"run.world_size={k}", f"run.out_dir={out_dir}"])
     if k > 1:
-        make_partitions(cfg, k)  # on disk before timing: partitioning is a one-time offline job
+        make_partitions_for(cfg, k)  # on disk before timing: partitioning is a one-time offline job
     default_threads = torch.get_num_threads()
     if k == 1 and threads:
         torch.set_num_threads(threads)
@@ -66,6 +66,29 @@ def measure(overrides, k: int, out_dir: Path, threads: int | None) -> dict:
             "threads_per_rank": (threads or default_threads) if k == 1
             else max(1, (os.cpu_count() or 1) // k),  # as trainer.distributed sets them
             "test_acc": final.get("test_acc")}
+
+
+def fastest(overrides, ranks, repeat: int, threads: int | None) -> list:
+    """Each K's fastest of `repeat` measurements, taken round-robin (for machines whose load drifts)."""
+    best = {}
+    with tempfile.TemporaryDirectory(prefix="conveyor-scaling-") as tmp:
+        for attempt in range(repeat):
+            for k in sorted(ranks):
+                row = measure(overrides, k, Path(tmp) / f"K{k}_{attempt}", threads)
+                print(f"K={k}: {row['epoch_time_s']:.2f} s/epoch, {row['throughput_seeds_per_s']:.0f} "
+                      f"seeds/s", file=sys.stderr, flush=True)
+                if k not in best or row["epoch_time_s"] < best[k]["epoch_time_s"]:
+                    best[k] = row
+    return [best[k] for k in sorted(best)]
+
+
+def print_table(rows) -> None:
+    # Accuracy is in the JSON only: with trainer.batch_size per rank, K ranks take K times fewer
+    # (K times larger) steps per epoch, so after a few epochs it says little.
+    print(f"{'K':>3} {'threads':>7} {'epoch s':>9} {'seeds/s':>10} {'speedup':>8} {'efficiency':>10}")
+    for r in rows:
+        print(f"{r['ranks']:>3} {r['threads_per_rank']:>7} {r['epoch_time_s']:>9.3f} "
+              f"{r['throughput_seeds_per_s']:>10.0f} {r['speedup']:>7.2f}x {r['efficiency']:>10.2f}")
 
 
 def main(argv=None) -> dict:
@@ -85,16 +108,7 @@ def main(argv=None) -> dict:
     ranks = args.ranks or default_ranks(device)
     if 1 not in ranks:
         ranks = [1, *ranks]  # the baseline every ratio is taken against
-    best = {}
-    with tempfile.TemporaryDirectory(prefix="conveyor-scaling-") as tmp:
-        for attempt in range(args.repeat):
-            for k in sorted(ranks):
-                row = measure(overrides, k, Path(tmp) / f"K{k}_{attempt}", args.threads)
-                print(f"K={k}: {row['epoch_time_s']:.2f} s/epoch, {row['throughput_seeds_per_s']:.0f} "
-                      f"seeds/s", file=sys.stderr, flush=True)
-                if k not in best or row["epoch_time_s"] < best[k]["epoch_time_s"]:
-                    best[k] = row
-    rows = [best[k] for k in sorted(best)]
+    rows = fastest(overrides, ranks, args.repeat, args.threads)
     base = rows[0]["throughput_seeds_per_s"]
     for row in rows:
         row["speedup"] = row["throughput_seeds_per_s"] / base
@@ -105,12 +119,7 @@ def main(argv=None) -> dict:
                             if device.type == "cuda" else ""),
               "load_average": os.getloadavg(),  # other work on the machine skews CPU figures
               "overrides": overrides, "repeat": args.repeat, "rows": rows}
-    # Accuracy is in the JSON only: with trainer.batch_size per rank, K ranks take K times fewer
-    # (K times larger) steps per epoch, so after a few epochs it says little.
-    print(f"{'K':>3} {'threads':>7} {'epoch s':>9} {'seeds/s':>10} {'speedup':>8} {'efficiency':>10}")
-    for r in rows:
-        print(f"{r['ranks']:>3} {r['threads_per_rank']:>7} {r['epoch_time_s']:>9.3f} "
-              f"{r['throughput_seeds_per_s']:>10.0f} {r['speedup']:>7.2f}x {r['efficiency']:>10.2f}")
+    print_table(rows)
     out = args.out or REPO / "benchmarks" / "results" / f"scaling_{device.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -14,11 +14,10 @@ peak is the memory in use at the training's peak, the slot map (4 bytes a node) 
 CUDA an auto cache starts empty, because the peak is only known after training has run; on CPU
 (where the "device" is host memory) build_cache fits it at once to the available memory.
 
-What the trainer calls, in the process that owns the cache (the feature-loading stage):
+What the batch sources do, in the process that owns the cache (the feature-loading stage), with
+the run's `CacheSettings` (cache/settings.py: `cache.*`, its defaults and meanings):
 
-    cache = build_cache(cfg.cache.policy, graph, capacity=cfg.cache.capacity, device=device,
-                        dtype=cfg.cache.dtype, reserve=cfg.cache.reserve,
-                        prefetch=cfg.cache.prefetch, seed=cfg.run.seed)
+    cache = CacheSpec(settings.cache, seed=settings.run.seed).build(graph, device)   # = build_cache(...)
     for epoch in range(epochs):
         cache.reset_stats()                       # per-epoch counters start at zero
         for step, batch in enumerate(batches):
@@ -41,6 +40,8 @@ the figures the size came from (log it).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from conveyor.partition import ConveyorError, Graph
@@ -49,6 +50,7 @@ from conveyor.partition.device import resolve_device
 from .feature_cache import FeatureCache
 from .options import capacity_to_nodes, parse_bytes, parse_capacity, parse_dtype
 from .policies import POLICIES, policy_ranking
+from .settings import CacheSettings
 
 
 def build_cache(policy: str, graph: Graph, capacity="auto", device="cpu", dtype=None,
@@ -87,4 +89,18 @@ def _check_features(graph: Graph) -> torch.Tensor:
     return x
 
 
-__all__ = ["POLICIES", "FeatureCache", "build_cache"]
+@dataclass(frozen=True)
+class CacheSpec:
+    """A feature cache as a recipe: its settings and the seed of the random policy (run.seed).
+    Small and picklable, so the pipeline's loader stage builds the cache itself, over its own view
+    of the shared graph, on its device."""
+    settings: CacheSettings
+    seed: int = 0
+
+    def build(self, graph: Graph, device) -> FeatureCache:
+        c = self.settings
+        return build_cache(c.policy, graph, capacity=c.capacity, device=device, dtype=c.dtype,
+                           reserve=c.reserve, prefetch=c.prefetch, seed=self.seed)
+
+
+__all__ = ["POLICIES", "CacheSettings", "CacheSpec", "FeatureCache", "build_cache"]

@@ -1,6 +1,7 @@
 """The `conveyor` command (`python launch.py` from a checkout, `python -m conveyor`):
-`conveyor model=sage data=products ...` composes the Hydra config once, checks it once, locks
-`run.out_dir`, and hands the config to the trainer; `conveyor partition ...` makes partitions
+`conveyor model=sage data=products ...` composes the Hydra config once, builds the run's settings
+from it and checks them once (conveyor/config.py), locks `run.out_dir`, and hands the settings to
+the trainer; `conveyor partition ...` makes partitions
 offline (conveyor/partition_command.py).
 
 Bad input (unknown names, a missing dataset, invalid keys) ends in one paragraph on stderr and
@@ -19,8 +20,10 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from conveyor.partition import ConveyorError
+from conveyor.trainer.settings import Settings
 
 from .compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
+from .config import settings_from_config
 
 HELP_FLAGS = ("--help", "-h")
 HYDRA_OUTPUT = ".hydra"  # where a run keeps its composed config, as Hydra's own runs do
@@ -38,9 +41,9 @@ def main() -> None:
         hydra_job()
     else:
         composed = compose_or_fail(args)
-        job = checked_job(composed)
-        save_config(job, composed.hydra, args)
-        start(job)
+        settings = checked(composed)
+        save_config(settings, composed.hydra, args)
+        start(settings)
 
 
 def compose_or_fail(overrides: list) -> DictConfig:
@@ -50,69 +53,57 @@ def compose_or_fail(overrides: list) -> DictConfig:
         fail(error)
 
 
-def checked_job(composed: DictConfig) -> DictConfig:
-    """The run's own config (without Hydra's node), checked once and resolved once (a default
-    run.out_dir names the time: every later reader sees the same folder), with run.out_dir
-    locked: before any folder is made or data loaded."""
-    from conveyor.trainer.config import check_config
-    job = OmegaConf.masked_copy(composed, [key for key in composed.keys() if key != "hydra"])
+def checked(cfg: DictConfig) -> Settings:
+    """The run's settings, built and checked once (conveyor/config.py; a default run.out_dir is
+    resolved here, once, so every later reader names the same folder), with run.out_dir locked:
+    before any folder is made or data loaded."""
+    from conveyor.trainer.outdir import lock_out_dir, owns_out_dir
     try:
-        check_config(job)
-        OmegaConf.resolve(job)
-        lock(job)
+        settings = settings_from_config(cfg)
+        if owns_out_dir():  # one run per run.out_dir (trainer/outdir.py), before anything is written there
+            lock_out_dir(settings.run.out_dir)
     except ConveyorError as error:
         fail(error)
-    return job
+    return settings
 
 
-def lock(cfg: DictConfig) -> None:
-    """One run per run.out_dir (trainer/outdir.py), taken before anything is written into it."""
-    from conveyor.trainer.outdir import lock_out_dir, owns_out_dir
-    if owns_out_dir():
-        lock_out_dir(cfg.run.out_dir)
-
-
-def save_config(job: DictConfig, hydra_node: DictConfig, overrides: list) -> None:
-    """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (resolved),
-    Hydra's node (the options chosen in each group) and the overrides given."""
+def save_config(settings: Settings, hydra_node: DictConfig, overrides: list) -> None:
+    """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (its settings,
+    resolved), Hydra's node (the option chosen in each group) and the overrides given."""
     from conveyor.trainer.outdir import owns_out_dir
     if not owns_out_dir():
         return
-    folder = Path(str(job.run.out_dir)).expanduser() / HYDRA_OUTPUT
+    folder = Path(settings.run.out_dir).expanduser() / HYDRA_OUTPUT
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(OmegaConf.to_yaml(job))
+    (folder / "config.yaml").write_text(OmegaConf.to_yaml(settings.to_dict()))
     (folder / "hydra.yaml").write_text(OmegaConf.to_yaml({"hydra": hydra_node}))
     (folder / "overrides.yaml").write_text(OmegaConf.to_yaml(list(overrides)))
 
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base=None)
 def hydra_job(cfg: DictConfig) -> None:
-    """One job of a run Hydra's own flags started (e.g. each run of a `-m` sweep)."""
-    from conveyor.trainer.config import check_config
-    try:
-        check_config(cfg)
-        lock(cfg)
-    except ConveyorError as error:
-        fail(error)
-    start(cfg)
+    """One job of a run Hydra's own flags started (e.g. each run of a `-m` sweep): Hydra composed
+    its config; it is checked and locked as the job starts."""
+    start(checked(cfg))
 
 
-def start(cfg: DictConfig) -> None:
-    """Run the checked config: ConveyorErrors as one paragraph, a stop signal as its exit code."""
+def start(settings: Settings) -> None:
+    """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code."""
     from conveyor.trainer.checkpoint import CHECKPOINT
     from conveyor.trainer.interrupts import stop_on_signals
     from conveyor.trainer.modes import run
 
     stop_on_signals()
+    out_dir = settings.run.out_dir
     try:
-        run(cfg)
+        run(settings)
     except ConveyorError as error:
         fail(error)
     except KeyboardInterrupt as stop:
         name = str(stop) if str(stop) in signal.Signals.__members__ else "SIGINT"
-        kept = (Path(cfg.run.out_dir) / CHECKPOINT).exists()
+        kept = (Path(out_dir) / CHECKPOINT).exists()
         print(f"conveyor: stopped by {name}; " + (
-            f"the last complete checkpoint in {cfg.run.out_dir} is kept: continue with "
+            f"the last complete checkpoint in {out_dir} is kept: continue with "
             f"run.resume=true." if kept else "no epoch had finished, so there is no checkpoint."),
             file=sys.stderr)
         sys.exit(128 + signal.Signals[name].value)

@@ -1,6 +1,14 @@
 """Compose conf/ (`conveyor.conf`) as the `conveyor` command does, Hydra's own errors as
 one-paragraph ConveyorErrors.
 
+Every key's default is its declaration's (the stages' `settings.py`): registered here in Hydra's
+ConfigStore, as `conveyor_defaults` (the primary config's first default: conf/config.yaml) and,
+for the datasets with options of their own, `<dataset>_settings` in group `data` (the first
+default of conf/data/<dataset>.yaml). So conf/'s option files hold only what each option changes.
+The nodes are plain values, not typed structured configs: OmegaConf's typed nodes would convert
+silently ('3' to 3, 1 to 1.0, 'yes' to true) and refuse in their own words; the declarations
+refuse without converting, naming the key, the range and the fix (conveyor/config.py).
+
 Hydra reports an unknown group option, an unknown key or an override it cannot parse in ten lines
 ending in a search path; every entry point (`conveyor` and `launch.py`, `conveyor partition`,
 `conveyor.fit`, the tests) composes through here, so the user reads one paragraph naming the
@@ -18,6 +26,9 @@ from omegaconf import OmegaConf
 
 import conveyor.conf
 from conveyor.partition.errors import ConveyorError, did_you_mean, one_line
+from conveyor.partition.fields import defaults, known_keys, unknown_key_message
+from conveyor.partition.settings import COMMON, DATA_SETTINGS
+from conveyor.trainer.settings import Settings
 
 # The Hydra YAML: the package conveyor.conf, wherever it was imported from (the wheel's
 # conveyor/conf/, a checkout's conf/).
@@ -32,6 +43,20 @@ def run_id() -> str:
 
 
 OmegaConf.register_new_resolver("run_id", run_id, replace=True, use_cache=True)
+
+
+def register_defaults() -> None:
+    """The declared defaults, where conf/'s YAML finds them (see the module doc)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    store.store(name="conveyor_defaults", node=defaults(Settings))
+    for name, cls in DATA_SETTINGS.items():
+        own = {key: value for key, value in defaults(cls).items() if key not in COMMON}
+        store.store(group="data", name=f"{name}_settings", node=own)
+
+
+register_defaults()
 
 
 def compose_config(overrides: Sequence[str], with_hydra: bool = False):
@@ -67,11 +92,10 @@ def check_group_choices(overrides: Sequence[str]) -> None:
 
 
 def target_added(overrides: Sequence[str]) -> list[str]:
-    """The overrides with `model._target_=X` as `++model._target_=X` (add or replace): only the
-    model groups that name a class (gat) have the key, and PyG users write it without Hydra's `+`
-    whatever the group, as README does. The `conveyor` command passes its arguments through here
-    to Hydra as well."""
-    return [f"++{arg}" if arg.startswith(f"{TARGET}=") else arg for arg in overrides]
+    """The overrides with `model._target_=X`, `+model._target_=X` or `++model._target_=X` as
+    `++model._target_=X` (add or replace): PyG users write it with or without Hydra's `+`, as
+    README does. The `conveyor` command passes its arguments through here to Hydra as well."""
+    return [f"++{arg.lstrip('+')}" if arg.lstrip("+").startswith(f"{TARGET}=") else arg for arg in overrides]
 
 
 def explain_hydra_error(error: Exception) -> str:
@@ -87,7 +111,6 @@ def explain_hydra_error(error: Exception) -> str:
                 f"KEY=VALUE, quoting a value with spaces or brackets, e.g. sampler.fanouts=[10,5].")
     unknown = re.match(r"Could not override '([^']+)'", str(error))
     if unknown:  # the cause names the key itself: model.a in `model={a:1}`, not model
-        from conveyor.trainer.schema import unknown_key_message
         key = getattr(error.__cause__, "full_key", None) or unknown.group(1)
         return unknown_key_message(key, _default_keys())
     merging = re.match(r"Error merging override [+~]*([^=]+)=(.*)", str(error), re.DOTALL)
@@ -99,15 +122,13 @@ def explain_hydra_error(error: Exception) -> str:
 def shape_message(key: str, value: str, cause) -> str:
     """`key=value` where the value cannot take the place of the key's default: say what the
     default is, so the form to write is plain."""
-    from omegaconf import DictConfig, ListConfig
-
-    default = OmegaConf.select(compose_config([]), key, default=None)
-    if isinstance(default, ListConfig):
+    default = OmegaConf.select(OmegaConf.create(defaults(Settings)), key, default=None)
+    if OmegaConf.is_list(default):
         items = OmegaConf.to_container(default)
         kind = ("a list of positive integers" if items and all(type(v) is int and v > 0 for v in items)
                 else "a list")
         fix = f"{key} takes {kind}, e.g. {key}=[{','.join(map(str, items))}] (its default)"
-    elif isinstance(default, DictConfig):
+    elif OmegaConf.is_dict(default):
         fix = (f"{key} is a group of keys ({', '.join(default.keys())}); set them one at a time, "
                f"e.g. {key}.{next(iter(default.keys()))}=VALUE")
     else:  # no shape to name: OmegaConf's own words
@@ -116,5 +137,6 @@ def shape_message(key: str, value: str, cause) -> str:
 
 
 def _default_keys() -> list[str]:
-    from conveyor.trainer.schema import leaf_keys
-    return leaf_keys(compose_config([]))
+    """Every key of every section and dataset, for close matches."""
+    return known_keys(Settings) + [f"data.{key}" for cls in DATA_SETTINGS.values() for key in known_keys(cls)
+                                   if key not in COMMON]

@@ -43,21 +43,24 @@ def parse(tokens) -> tuple[int, bool, list]:
     return num_parts, force, overrides
 
 
-def compose(overrides: list):
-    from .compose import compose_config
+def settings_of(overrides: list):
+    """The run's settings for these overrides: the partitions of `launch.py` with the same
+    overrides and run.world_size=K are these (the machine is not checked: no run starts here)."""
+    from .config import load_settings
     try:
-        return compose_config(overrides)
+        return load_settings(overrides, check_machine=False)
     except ConveyorError as error:
         raise ConveyorError(f"bad argument: {error} {USAGE}") from None
 
 
 def main(tokens) -> int:
     num_parts, force, overrides = parse(tokens)
-    cfg = compose(overrides)
+    settings = settings_of(overrides)
     from conveyor.partition.configured import make_partitions
     from conveyor.partition.partitioner import format_report
 
-    directory, report, reused = make_partitions(cfg, num_parts, force)
+    directory, report, reused = make_partitions(settings.data, settings.partition, len(settings.sampler.fanouts),
+                                                num_parts, force)
     print(format_report(report))
     print(f"reused the parts in {directory} (force=true to partition again)" if reused
           else f"wrote {num_parts} parts to {directory}")

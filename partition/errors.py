@@ -22,7 +22,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def one_line(text: str) -> str:
-    """A library's message (Hydra's, OmegaConf's, PyTorch's) on one line, without the search path
+    """A library's message (Hydra's, PyTorch's) on one line, without the search path
     or the key Hydra appends."""
     text = re.split(r"\nConfig search path|\n\s*full_key:", text)[0]
     return " ".join(text.split()).rstrip(".") + "."

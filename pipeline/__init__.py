@@ -2,6 +2,18 @@
 training device) out. Imports partition, samplers and cache; never the trainer, so a stage
 process starts without the models (PyG) it never uses.
 
+    source = batch_source(graph, sampler, features, device, settings)   # PipelineSettings
+    for batch in source.run(seed_batches, sampler_seed):                # PreparedBatch
+        ...
+    source.close()
+
+`sampler`: an object with `sample(seeds) -> SampledBatch` (optionally `sample_many`,
+`manual_seed`), or a spec with `build(graph, device)` that makes one (`samplers.SamplerSpec`);
+`features`: an object with `gather(n_id, out=None)`, `stats()`, `feature_dim` and `dtype` (a
+`cache.FeatureCache`), or a spec (`cache.CacheSpec`). With `settings.name == "async"` both are
+pickled into the stage process that uses them, so they must be picklable: a spec is small, an
+object travels whole (its tensors as shared memory). docs/design.md §2.6 states the contract.
+
     seeds.py     the seed nodes of each batch: random streams per (run seed, epoch)
     batch.py     PreparedBatch and BatchCost, what both sources yield
     serial.py    SerialBatches: sample then gather, in the caller's process (`pipeline=serial`)
@@ -12,10 +24,28 @@ process starts without the models (PyG) it never uses.
     control.py   the counters and switches the processes share
     pace.py      the pace controller
     mps.py       CUDA MPS detection and SM shares
-    options.py   `pipeline.*` options, typed
+    settings.py  `pipeline.*`, declared and typed (PipelineSettings)
     sharing.py   opening the trainer's graph in the stage processes without copying it
     shutdown.py  starting and stopping processes so nothing hangs or is left behind
 """
+from conveyor.partition import Graph
+
+from .batch import BatchCost, PreparedBatch
+from .serial import SerialBatches
+from .settings import PipelineSettings
 from .source import AsyncBatches, PipelineError
 
-__all__ = ["AsyncBatches", "PipelineError"]
+
+def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
+                 recorder=None):
+    """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
+    (sampler and loader processes). `batch_ratio`: the largest batch `run()` will be given over the
+    training batch, in seeds (room an auto cache leaves free); `recorder`: where the async
+    pipeline's TensorBoard scalars go (`scalar(tag, value, step)`), or None."""
+    if settings.name == "async":
+        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder)
+    return SerialBatches(graph, sampler, features, device, batch_ratio)
+
+
+__all__ = ["AsyncBatches", "BatchCost", "PipelineError", "PipelineSettings", "PreparedBatch", "SerialBatches",
+           "batch_source"]

@@ -7,7 +7,7 @@ its nodes, the labels of its seeds, and one cost record that each stage adds its
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -30,7 +30,7 @@ class BatchCost:
 
     def gathered(self, gather_s: float, cache_before: dict, cache_after: dict) -> "BatchCost":
         """This cost plus a gather's: its time and the cache counters it moved."""
-        hits, misses, host = (int(cache_after[k]) - int(cache_before[k])
+        hits, misses, host = (int(cache_after.get(k, 0)) - int(cache_before.get(k, 0))
                               for k in ("hits", "misses", "bytes_from_host"))
         return replace(self, gather_s=gather_s, cache_hits=hits, cache_misses=misses, bytes_from_host=host)
 
@@ -66,3 +66,30 @@ def device_labels(labels: Tensor, device) -> Tensor:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def built(part, graph, device):
+    """A sampler or a feature source as a batch source was handed it: the object itself, or, for a
+    spec (any object with `build(graph, device)`, e.g. samplers.SamplerSpec, cache.CacheSpec), the
+    one it builds over `graph` on `device` (in the stage process that uses it)."""
+    return part.build(graph, device) if callable(getattr(part, "build", None)) else part
+
+
+def reseed(sampler, seed: int) -> None:
+    """Restart the sampler's random stream (the contract's `manual_seed`; a sampler without one
+    draws as it likes)."""
+    if callable(getattr(sampler, "manual_seed", None)):
+        sampler.manual_seed(seed)
+
+
+def sample_many(sampler, seed_list: List[Tensor]) -> List[SampledBatch]:
+    """The batches of `seed_list`, as consecutive `sample` calls would draw them: in one call where
+    the sampler has `sample_many` (the fused kernel's super-batch)."""
+    if callable(getattr(sampler, "sample_many", None)):
+        return sampler.sample_many(seed_list)
+    return [sampler.sample(seeds) for seeds in seed_list]
+
+
+def feature_stats(features) -> dict:
+    """A feature source's counters (`hits`, `misses`, `bytes_from_host`; none: zeros)."""
+    return features.stats() if callable(getattr(features, "stats", None)) else {}

@@ -6,7 +6,8 @@ training batch by default). A batch's memory (its subgraph, gathered features, a
 gradients) grows at most linearly with its seeds: the sampled nodes grow more slowly than the
 seeds, as neighbourhoods overlap, and evaluation keeps no activations for a backward pass. So the
 largest batch needs at most `(ratio - 1) x` a training batch's memory beyond the measured peak,
-with `ratio` = largest batch / training batch; the cache leaves that much free (`batch_room`).
+with `ratio` = largest batch / training batch (`TrainerSettings.largest_batch_ratio`, handed to
+the batch source as `batch_ratio`); the cache leaves that much free (`batch_room`).
 
 A training batch's memory is measured on CUDA as this process's peak allocation during the
 warm-up minus what it held before the first batch (`BatchPeak`). With `pipeline=async` the
@@ -16,12 +17,6 @@ loader adds its own slot buffers, which grow with the batches too.
 from __future__ import annotations
 
 import torch
-
-
-def largest_batch_ratio(trainer_cfg) -> float:
-    """The run's largest batch (training or evaluation) over its training batch, in seeds."""
-    batch = int(trainer_cfg.batch_size)
-    return max(int(trainer_cfg.eval_batch_size), batch) / batch
 
 
 def batch_room(batch_bytes: int, ratio: float) -> int:

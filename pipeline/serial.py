@@ -2,7 +2,8 @@
 
 A batch source turns a list of seed tensors into `PreparedBatch`es (sampled subgraph + gathered
 features + labels, on the training device). AsyncBatches (source.py) does the same in separate
-processes and must yield the same batches in the same order.
+processes and must yield the same batches in the same order. Both take the same arguments
+(`conveyor.pipeline.batch_source`; docs/design.md §2.6).
 """
 from __future__ import annotations
 
@@ -12,38 +13,58 @@ from typing import Iterator, List
 import torch
 from torch import Tensor
 
-from .batch import WARMUP_BATCHES, BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
+from conveyor.partition import Graph
+
+from .batch import (
+    WARMUP_BATCHES,
+    BatchCost,
+    PreparedBatch,
+    built,
+    device_labels,
+    feature_stats,
+    reseed,
+    seed_labels,
+    synchronize,
+)
 from .memory import BatchPeak, batch_room
 
 
 class SerialBatches:
-    def __init__(self, sampler, cache, labels: Tensor, device, batch_ratio: float = 1.0):
-        """`batch_ratio`: the run's largest batch over its training batch (memory.py), so an
-        auto cache leaves room for it."""
+    def __init__(self, graph: Graph, sampler, features, device, batch_ratio: float = 1.0):
+        """`sampler`: a sampler (`sample(seeds)`) or a spec of one (`build(graph, device)`, e.g.
+        samplers.SamplerSpec); `features`: a feature source (`gather(n_id)`, e.g. a FeatureCache)
+        or a spec of one (cache.CacheSpec); `batch_ratio`: the run's largest batch over its
+        training batch (memory.py), so an auto cache leaves room for it."""
         self.device = torch.device(device)
-        self.sampler, self.cache = sampler, cache
-        self.labels = device_labels(labels, self.device)  # once: each batch's labels are gathered there
+        self.sampler, self.cache = built(sampler, graph, self.device), built(features, graph, self.device)
+        self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
         """As AsyncBatches.run (`phase` only names its TensorBoard series; none here)."""
-        self.sampler.manual_seed(sampler_seed)
+        reseed(self.sampler, sampler_seed)
         for seeds in seed_batches:
             self.peak.start()
-            if self.batches_done == WARMUP_BATCHES:  # a no-op unless cache.capacity=auto
+            if self.batches_done == WARMUP_BATCHES and callable(getattr(self.cache, "fit_to_free_memory", None)):
                 self.cache.fit_to_free_memory(batch_room=batch_room(self.peak.bytes(), self.batch_ratio))
             self.batches_done += 1
             t0 = time.perf_counter()
             batch = self.sampler.sample(seeds).to(self.device)
             synchronize(self.device)
             t1 = time.perf_counter()
-            before = self.cache.stats()
+            before = feature_stats(self.cache)
             x = self.cache.gather(batch.n_id)
             y = seed_labels(self.labels, batch)
             synchronize(self.device)
-            cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, self.cache.stats())
+            cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, feature_stats(self.cache))
             yield PreparedBatch(batch, x, y, cost)
 
     def close(self) -> None:
         pass
+
+    def __enter__(self) -> "SerialBatches":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

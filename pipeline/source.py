@@ -31,7 +31,6 @@ from typing import Dict, Iterator, List, Optional
 
 import torch
 import torch.multiprocessing as mp
-from omegaconf import OmegaConf
 from torch import Tensor
 
 from conveyor.partition import ConveyorError
@@ -41,8 +40,8 @@ from .batch import WARMUP_BATCHES, PreparedBatch
 from .control import Control
 from .memory import BatchPeak
 from .mps import PERCENT_ENV, detect_mps, thread_percentages
-from .options import STAGES, PipelineOptions
 from .pace import PaceController
+from .settings import STAGES, PipelineSettings
 from .sharing import share_graph
 from .shutdown import (
     describe_exit,
@@ -53,7 +52,7 @@ from .shutdown import (
     stop_processes,
 )
 from .slots import ReleaseEvents, SlotReader
-from .stages import POLL_S, BatchMessage, StageSpec, stage_main
+from .stages import POLL_S, BatchMessage, LoaderWork, SamplerWork, StageSpec, stage_main
 
 log = logging.getLogger("conveyor")
 
@@ -69,16 +68,14 @@ class PipelineError(RuntimeError):
 class AsyncBatches:
     """Sampler and loader processes feeding this (the trainer's) process; see the module doc."""
 
-    def __init__(self, cfg, graph, device, sampler_name: str, recorder=None):
-        self.options = PipelineOptions.from_config(cfg.pipeline)
+    def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
+                 recorder=None):
+        self.options = settings
         self.device = torch.device(device)
         self.recorder = recorder
         self.graph = share_graph(graph)
-        self.stage_options = {
-            "sampler": {"sampler": sampler_name, "fanouts": [int(f) for f in cfg.sampler.fanouts],
-                        "seed": int(cfg.run.seed), "superbatch": self.options.superbatch,
-                        "deterministic": bool(cfg.sampler.get("deterministic", True))},
-            "loader": {"cfg": OmegaConf.to_container(cfg, resolve=True)}}
+        self.work = {"sampler": SamplerWork(sampler, settings.superbatch),
+                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots)}
         self.percentages: Dict[str, int] = {}
         self._warmup: Optional[Dict[str, List[float]]] = None  # stage -> seconds per batch
         self._restart_due = False
@@ -113,7 +110,7 @@ class AsyncBatches:
         self._sampler_grown = 0  # grown sampled buffers read from sampler_buffers
         self._released: deque = deque()  # per batch the trainer is done with: its (queue, slot)s
         self._handed = self._returned = 0
-        self.pace = PaceController(QUEUES, o.depth, o.interval, o.patience, o.wait_fraction)
+        self.pace = PaceController(QUEUES, o.depth, o.pace.interval, o.pace.patience, o.pace.wait_fraction)
         self._window = (time.perf_counter(), self.control.snapshot(), 0.0, 0.0)
         links = {"sampler": (self.jobs, self.sampled, self.free["sampled"], None, self.sampler_buffers,
                              self.release_events["sampled"].handles()),
@@ -125,8 +122,8 @@ class AsyncBatches:
         for name in STAGES:
             inbox, outbox, free_slots, inbox_free, grown_out, release_events = links[name]
             spec = StageSpec(name, os.getpid(), self.control, self.events, inbox, outbox, free_slots,
-                             inbox_free, grown_out, release_events, self.graph, str(self.device), o.threads,
-                             self.stage_options[name], die_with_parent=in_main_thread())
+                             inbox_free, grown_out, release_events, self.graph, str(self.device),
+                             o.stage_threads, self.work[name], die_with_parent=in_main_thread())
             env = {PERCENT_ENV: str(self.percentages[name])} if name in self.percentages else {}
             proc = self.processes[name] = ctx.Process(target=stage_main, args=(spec,),
                                                       name=f"conveyor-{name}", daemon=True)
@@ -136,7 +133,7 @@ class AsyncBatches:
                   if self.percentages else "")
         log.debug("pipeline: sampler (pid %d) and loader (pid %d) processes started; up to %d "
                  "batches ahead per queue, %d torch threads per stage%s",
-                 self.processes["sampler"].pid, self.processes["loader"].pid, o.depth, o.threads,
+                 self.processes["sampler"].pid, self.processes["loader"].pid, o.depth, o.stage_threads,
                  shares)
 
     def _stop(self) -> None:
@@ -217,7 +214,7 @@ class AsyncBatches:
             now = time.perf_counter()  # wall time per batch: a run left half-way counts right
             self.totals["wall_s"] += now - last
             last = now
-        if count >= self.options.interval:
+        if count >= self.options.pace.interval:
             self._log_run(count)
 
     def _measure_batch_memory(self) -> None:
@@ -387,24 +384,24 @@ class AsyncBatches:
         if self.device.type != "cuda":
             log.info("pipeline: CPU run, no CUDA MPS; the pace controller works from queue depths alone")
             return
-        if o.mps == "false":
+        if o.mps.mode == "false":
             log.info("pipeline: CUDA MPS not used (pipeline.mps.enabled=false); pacing by queue depths alone")
             return
         status = detect_mps()
         if not status.active:
-            if o.mps == "true":
+            if o.mps.mode == "true":
                 raise ConveyorError(f"pipeline.mps.enabled=true but {status.describe()}. Start the "
                                     f"daemon with `nvidia-cuda-mps-control -d` (and the same "
                                     f"CUDA_MPS_PIPE_DIRECTORY), or set pipeline.mps.enabled=auto.")
             log.info("pipeline: %s", status.describe())
             return
-        if o.mps_fixed:
-            self.percentages = dict(o.mps_fixed)
+        if o.mps.fixed:
+            self.percentages = dict(o.mps.fixed)
             log.info("pipeline: %s; SM shares from the config: %s", status.describe(), self.percentages)
         else:
             self._warmup = {"sampler": [], "loader": [], "trainer": []}
             log.info("pipeline: %s; SM shares will be chosen from %d warm-up iterations",
-                     status.describe(), o.mps_warmup)
+                     status.describe(), o.mps.warmup)
 
     def _account(self, message: BatchMessage, depths: dict, waited: float, ipc_s: float,
                  train_s: float, held_bytes: int) -> None:
@@ -459,10 +456,10 @@ class AsyncBatches:
         w["sampler"].append(message.cost.sample_s)
         w["loader"].append(message.cost.gather_s)
         w["trainer"].append(train_s)
-        if len(w["trainer"]) < self.options.mps_warmup:
+        if len(w["trainer"]) < self.options.mps.warmup:
             return
         times = {s: statistics.median(v[2:]) for s, v in w.items()}  # the first batches warm up
-        shares = thread_percentages(times, self.options.mps_floor)
+        shares = thread_percentages(times, self.options.mps.floor)
         self.percentages = {s: shares[s] for s in STAGES}
         self._warmup = None
         self._restart_due = True

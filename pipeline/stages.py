@@ -17,7 +17,7 @@ and labels straight into a ready slot (`cache.gather(out=)`), and passes the sam
 instead of copying it. So the trainer holds two slots per batch and releases both once it has
 dropped the batch; the loader releases a sampled slot itself only for a batch it drops (a job the
 trainer stopped reading). A sampled slot is thus in use from sampling to the end of training, so
-the sampled queue has as many slots as both queues together (PipelineOptions.sampled_slots): the
+the sampled queue has as many slots as both queues together (PipelineSettings.sampled_slots): the
 sampler is never held back by slots more than by its pace limit, and the slot counts still bound
 the memory in flight. A grown sampled buffer reaches the loader with its message and the trainer
 on a GPU on a queue of its own (a CUDA tensor received by IPC cannot be sent on); each message
@@ -31,20 +31,27 @@ import queue
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from omegaconf import OmegaConf
 
-from conveyor.cache.configured import cache_from_config
 from conveyor.partition import ConveyorError
-from conveyor.samplers import SampledBatch, build_sampler
+from conveyor.samplers import SampledBatch
 
-from .batch import WARMUP_BATCHES, BatchCost, device_labels, seed_labels, synchronize
+from .batch import (
+    WARMUP_BATCHES,
+    BatchCost,
+    built,
+    device_labels,
+    feature_stats,
+    reseed,
+    sample_many,
+    seed_labels,
+    synchronize,
+)
 from .control import Control
-from .memory import batch_room, largest_batch_ratio
-from .options import PipelineOptions
+from .memory import batch_room
 from .sharing import GraphHandle
 from .shutdown import die_with_parent, ignore_interrupts, name_process
 from .slots import ReleaseEvents, SlotReader, SlotWriter, new_message
@@ -70,8 +77,28 @@ class BatchMessage:
 
 
 @dataclass
+class SamplerWork:
+    """What the sampler stage draws with: a sampler, or a spec it builds one from
+    (`build(graph, device)`, e.g. samplers.SamplerSpec), and the batches per call."""
+    sampler: Any
+    superbatch: int = 1
+
+
+@dataclass
+class LoaderWork:
+    """What the loader stage gathers with: a feature source (`gather(n_id, out=)`, `stats()`,
+    `feature_dim`, `dtype`), or a spec it builds one from (`build(graph, device)`, e.g.
+    cache.CacheSpec); and what sizing an auto cache needs: the run's largest batch over its
+    training batch, and the slot counts of both queues."""
+    features: Any
+    batch_ratio: float = 1.0
+    ready_slots: int = 0
+    sampled_slots: int = 0
+
+
+@dataclass
 class StageSpec:
-    """Everything a stage process gets (picklable: queues, shared tensors, plain options)."""
+    """Everything a stage process gets (picklable: queues, shared tensors, its work)."""
     name: str  # "sampler" | "loader"
     parent_pid: int
     control: Control
@@ -85,7 +112,7 @@ class StageSpec:
     graph: GraphHandle
     device: str
     threads: int
-    options: Dict[str, Any] = field(default_factory=dict)
+    work: Any = None  # SamplerWork | LoaderWork
     die_with_parent: bool = True
 
 
@@ -179,21 +206,20 @@ def stage_main(spec: StageSpec) -> None:
 def run_sampler(stage: Stage, graph) -> None:
     """Samples `superbatch` batches per call (`sample_many`: one fused kernel launch for all of
     them; the same batches as one call each), then hands them on one slot at a time."""
-    spec, control, o = stage.spec, stage.control, stage.spec.options
-    sampler = build_sampler(o["sampler"], graph, o["fanouts"], device=stage.device, seed=o["seed"],
-                            deterministic=o.get("deterministic", True))
-    writer, per_call, grown_sent = SlotWriter(stage.device), o.get("superbatch", 1), 0
-    stage.send("ready", os.getpid(), f"{o['sampler']} sampler on {stage.device}")
+    spec, control = stage.spec, stage.control
+    sampler = built(spec.work.sampler, graph, stage.device)
+    writer, per_call, grown_sent = SlotWriter(stage.device), spec.work.superbatch, 0
+    stage.send("ready", os.getpid(), f"{getattr(sampler, 'name', type(sampler).__name__)} sampler on {stage.device}")
     while True:
         job, seeds, sizes, sampler_seed = stage.get(spec.inbox)
-        sampler.manual_seed(sampler_seed)
+        reseed(sampler, sampler_seed)
         batches = seeds.split(sizes)
         for first in range(0, len(batches), per_call):
             if control["job"] != job:
                 break  # the trainer stopped reading this job
             group = batches[first: first + per_call]
             start = time.perf_counter()
-            sampled_group = sampler.sample_many(group)
+            sampled_group = sample_many(sampler, group)
             synchronize(stage.device)
             sample_s = (time.perf_counter() - start) / len(group)
             for index, batch in enumerate(sampled_group, start=first):
@@ -217,8 +243,8 @@ def run_sampler(stage: Stage, graph) -> None:
 
 def run_loader(stage: Stage, graph) -> None:
     spec, control = stage.spec, stage.control
-    cache = cache_from_config(OmegaConf.create(spec.options["cfg"]), graph, stage.device)
-    fit_pending = cache.auto and stage.device.type == "cuda"  # sized once training has peaked
+    cache = built(spec.work.features, graph, stage.device)
+    fit_pending = getattr(cache, "auto", False) and stage.device.type == "cuda"  # sized once training has peaked
     labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
     reader, writer = SlotReader(), SlotWriter(stage.device)
     unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
@@ -243,13 +269,13 @@ def run_loader(stage: Stage, graph) -> None:
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
         begin, written = time.perf_counter(), writer.bytes_written
-        before = cache.stats()
+        before = feature_stats(cache)
         packed = gather_into_slot(cache, labels, SampledBatch.from_tensors(views, message.counts),
                                   writer, slot)
         synchronize(stage.device)
         gathered = time.perf_counter()
         del views  # the sampled slot now belongs to the trainer, which releases it
-        cost = message.cost.gathered(gathered - begin, before, cache.stats())
+        cost = message.cost.gathered(gathered - begin, before, feature_stats(cache))
         cost = cost.plus_ipc(unpacked - got, writer.bytes_written - written)
         # On a GPU the trainer gets the grown buffers from the sampler (a CUDA tensor received by
         # IPC cannot be sent on). On the CPU they go on from here: unpickling a shared CPU buffer
@@ -277,11 +303,10 @@ def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slo
 def fit_cache(stage: Stage, cache, reader: SlotReader, writer: SlotWriter) -> None:
     """Size an auto cache, leaving room for the run's largest batch (memory.py): in the trainer
     (its measured batch memory) and in the slots of both queues, which all grow with the batches."""
-    cfg = stage.spec.options["cfg"]
-    options = PipelineOptions.from_config(cfg["pipeline"])
-    batch_bytes = (stage.control["batch_bytes"] + options.slots * writer.largest_slot_bytes
-                   + options.sampled_slots * reader.largest_slot_bytes)
-    room = batch_room(batch_bytes, largest_batch_ratio(OmegaConf.create(cfg["trainer"])))
+    work = stage.spec.work
+    batch_bytes = (stage.control["batch_bytes"] + work.ready_slots * writer.largest_slot_bytes
+                   + work.sampled_slots * reader.largest_slot_bytes)
+    room = batch_room(batch_bytes, work.batch_ratio)
     cache.fit_to_free_memory(batch_room=room)
     stage.send("log", f"cache fitted to the free device memory: {cache!r} ({cache.fit_info})")
 

@@ -1,11 +1,12 @@
 """Stage 1: seeds -> L-hop message-flow graph (`SampledBatch`). Imports only `partition`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from conveyor.partition import ConveyorError, Graph
 
 from .batch import SampledBatch
-
-SAMPLERS = ("fused", "bsp", "pyg")
+from .settings import SAMPLERS, SamplerSettings
 
 
 def resolve_sampler_name(name: str, device) -> str:
@@ -17,7 +18,8 @@ def resolve_sampler_name(name: str, device) -> str:
     return "bsp" if str(name) == "auto" else str(name)
 
 
-def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0, deterministic: bool = True):
+def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
+                  deterministic: bool = SamplerSettings.deterministic):
     """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
     batches, at the cost of a few sorts per batch."""
@@ -35,4 +37,25 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                         f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
 
 
-__all__ = ["SAMPLERS", "SampledBatch", "build_sampler", "resolve_sampler_name"]
+@dataclass(frozen=True)
+class SamplerSpec:
+    """A sampler as a recipe: what `build_sampler` takes but the graph and the device. Small and
+    picklable, so the pipeline's sampler stage builds the sampler itself, over its own view of the
+    shared graph (nothing of the graph is pickled)."""
+    name: str  # bsp | fused | pyg (or auto: resolved on the device it is built on)
+    fanouts: list
+    seed: int = 0
+    deterministic: bool = SamplerSettings.deterministic
+
+    @classmethod
+    def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
+        """The sampler `settings` describe on `device` (auto resolved), seeded by `seed` (run.seed)."""
+        return cls(resolve_sampler_name(settings.name, device), [int(f) for f in settings.fanouts], int(seed),
+                   settings.deterministic)
+
+    def build(self, graph: Graph, device):
+        return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
+                             deterministic=self.deterministic)
+
+
+__all__ = ["SAMPLERS", "SampledBatch", "SamplerSettings", "SamplerSpec", "build_sampler", "resolve_sampler_name"]

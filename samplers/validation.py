@@ -8,10 +8,7 @@ import torch
 from torch import Tensor
 
 from conveyor.partition import ConveyorError
-
-INT64_MAX = 2**63 - 1
-BEYOND_INT64 = f"beyond the largest integer conveyor handles (2**63-1 = {INT64_MAX:,}, int64)"
-
+from conveyor.partition.fields import BEYOND_INT64, INT64_MAX
 
 ALL_NEIGHBOURS = -1  # a fanout of -1 takes every in-neighbour, as in PyG and DGL
 

@@ -1,10 +1,12 @@
-"""Compose the real Hydra config (conf/) for tests, as `launch.py` would with these overrides."""
+"""The real run settings for tests, as `launch.py` builds them with these overrides: conf/
+composed, then built and checked by conveyor/config.py."""
 from pathlib import Path
 
-from conveyor.compose import compose_config
+from conveyor.config import load_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def make_config(*overrides: str):
-    return compose_config(["trainer.progress=false", "run.device=cpu", *overrides])
+    """The `Settings` of a run with these overrides (checked: bad input raises its ConveyorError)."""
+    return load_settings(["trainer.progress=false", "run.device=cpu", *overrides])

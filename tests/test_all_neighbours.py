@@ -54,8 +54,7 @@ def test_minus_one_beside_a_fanout(name):
 
 def test_the_config_takes_minus_one_and_refuses_other_negatives():
     from conveyor.partition import ConveyorError
-    from conveyor.trainer.schema import check_schema
     from tests.configs import make_config
-    check_schema(make_config("data=cora", "sampler.fanouts=[-1,10]"))
+    assert make_config("data=cora", "sampler.fanouts=[-1,10]").sampler.fanouts == [-1, 10]
     with pytest.raises(ConveyorError, match=r"or -1 for every neighbour"):
-        check_schema(make_config("data=cora", "sampler.fanouts=[-2,10]"))
+        make_config("data=cora", "sampler.fanouts=[-2,10]")

@@ -1,43 +1,54 @@
-"""Every key a component reads is declared in conf/'s YAML (so no `+KEY=` is ever needed),
-and every key has a meaning there, which `--help` shows (conveyor/usage.py reads the comments)."""
+"""Every key is declared once, in its stage's settings (default, meaning, accepted values), and
+conf/'s YAML holds only what each option changes: every option composes into settings, every
+option is described, no option file restates a default, and `--help` shows every key with the
+meaning its declaration gives (the same declarations the config check reads)."""
+import inspect
+
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conveyor.compose import compose_config
+from conveyor.compose import CONF
 from conveyor.partition import Graph
-from conveyor.partition.datasets import DATASETS, OPTIONS, load_configured
-from conveyor.trainer.config import check_config
-from conveyor.trainer.schema import PIPELINE_KEYS, SCHEMA, data_rules, leaf_keys
-from conveyor.usage import key_meanings, leaves, option_files
+from conveyor.partition.datasets import DATASETS, load_configured
+from conveyor.partition.datasets.custom import load_custom
+from conveyor.partition.datasets.synthetic import load_synthetic
+from conveyor.partition.fields import REQUIRED, declared, default_of
+from conveyor.partition.settings import DATA_SETTINGS, dataset_options
+from conveyor.trainer.settings import Settings
+from conveyor.usage import help_text, option_files, sections
 from tests.configs import make_config
 from tests.graphs import write_custom_dataset
 
 EVERY_OPTION = [(group, option) for group, options in option_files().items() for option in options]
 
 
-def composed(group: str, option: str):
-    """The config for one option, and the options chosen in every group."""
-    cfg = compose_config([f"{group}={option}"], with_hydra=True)
-    choices = {g: str(o) for g, o in cfg.hydra.runtime.choices.items() if "/" not in g}
-    values = OmegaConf.to_container(cfg, resolve=False)
-    values.pop("hydra")
-    return values, choices
+def settings_classes(cls=Settings):
+    """Every settings class a run is built from, the datasets' own included."""
+    found = [cls]
+    for f in declared(cls):
+        if f.metadata.get("section"):
+            found += settings_classes(f.default_factory)
+    return found + (list(DATA_SETTINGS.values()) if cls is Settings else [])
 
 
-@pytest.mark.parametrize("name", sorted(set(DATASETS) - {"memory"}))
-def test_each_dataset_yaml_declares_every_option_its_loader_reads(name):
-    declared = set(make_config(f"data={name}").data.keys())
-    assert {"name", "root", "normalize_features", *OPTIONS.get(name, ())} <= declared
+def test_each_datasets_options_are_what_its_loader_takes():
+    loaders = {"synthetic": load_synthetic, "custom": load_custom}
+    for name in DATASETS:
+        own = set(dataset_options(name))
+        if name in loaders:
+            assert own <= set(inspect.signature(loaders[name]).parameters), name
+        else:
+            assert own == set(), name
+    assert set(make_config("data=synthetic").data.options()) == {"scale", "seed", "num_features", "num_classes"}
 
 
 def test_custom_takes_undirected_without_a_plus(tmp_path):
     directory = write_custom_dataset(tmp_path / "g", num_nodes=40, train_idx=range(10))
-    cfg = make_config("data=custom", f"data.path={directory}", "data.undirected=true",
-                      f"run.out_dir={tmp_path / 'run'}")
-    check_config(cfg)
-    graph = load_configured(cfg.data)
+    settings = make_config("data=custom", f"data.path={directory}", "data.undirected=true",
+                           f"run.out_dir={tmp_path / 'run'}")
+    graph = load_configured(settings.data)
     edges = torch.as_tensor(np.load(directory / "edge_index.npy"))
     both_ways = Graph.from_edge_index(torch.cat([edges, edges.flip(0)], dim=1), 40)
     assert torch.equal(graph.indptr, both_ways.indptr) and torch.equal(graph.indices, both_ways.indices)
@@ -46,30 +57,71 @@ def test_custom_takes_undirected_without_a_plus(tmp_path):
 
 
 @pytest.mark.parametrize("group, option", EVERY_OPTION)
-def test_every_key_the_schema_checks_is_declared(group, option):
-    cfg = make_config(f"{group}={option}")
-    expected = set(SCHEMA) | set(data_rules(cfg.data.name))
-    if cfg.pipeline.name == "async":
-        expected |= {f"pipeline.{key}" for key in PIPELINE_KEYS}
-    if cfg.data.name == "memory":  # a graph handed to fit(): nothing is loaded, so no root
-        expected -= {"data.root", "data.normalize_features"}
-    assert expected - set(leaf_keys(cfg)) == set()
+def test_every_option_builds_its_settings(tmp_path, group, option):
+    extra = [f"data.path={tmp_path}"] if (group, option) == ("data", "custom") else []
+    settings = make_config(f"{group}={option}", f"run.out_dir={tmp_path / 'run'}", *extra)
+    naming = {"data": "name", "model": "name", "sampler": "name", "cache": "policy", "partition": "method",
+              "pipeline": "name"}[group]
+    assert getattr(getattr(settings, group), naming) == option
+
+
+def test_every_option_is_described_and_every_description_is_an_option():
+    for group, options in option_files().items():
+        assert sorted(sections()[group].OPTIONS) == options, group
+
+
+@pytest.mark.parametrize("cls", settings_classes(), ids=lambda cls: cls.__name__)
+def test_every_key_is_declared_with_a_meaning_and_what_it_accepts(cls):
+    for f in declared(cls):
+        assert f.metadata["help"].strip() or f.metadata.get("section"), f"{cls.__name__}.{f.name}"
+        assert f.metadata.get("rule") or f.metadata.get("section"), f"{cls.__name__}.{f.name}"
+
+
+def flat(tree: dict, prefix: str = "") -> dict:
+    values = {}
+    for key, value in tree.items():
+        values.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return values
+
+
+def declared_defaults() -> dict:
+    """dotted key -> its declared default, for every key of every section and dataset."""
+    defaults = {}
+    for cls in settings_classes():
+        prefix = f"{cls.SECTION}." if cls.SECTION else ""
+        defaults.update({prefix + f.name: default_of(f) for f in declared(cls) if not f.metadata.get("section")})
+    return defaults
 
 
 @pytest.mark.parametrize("group, option", EVERY_OPTION)
-def test_every_key_has_a_meaning_for_help(group, option):
-    values, choices = composed(group, option)
-    meanings = key_meanings(choices)
-    keys = [key for section, content in values.items() for key, _ in leaves(content, section)]
-    assert [key for key in keys if not meanings.get(key)] == []
+def test_no_option_file_restates_a_default(group, option):
+    """A default is stated once, in its declaration: an option file sets only what it changes."""
+    path = CONF / group / f"{option}.yaml"
+    values = OmegaConf.to_container(OmegaConf.load(path))
+    values.pop("defaults", None)
+    if "# @package _global_" not in path.read_text():
+        values = {group: values}
+    defaults = declared_defaults()
+    restated = [key for key, value in flat(values).items()
+                if key in defaults and defaults[key] != REQUIRED and defaults[key] == value]
+    assert restated == [], f"{path.name} restates the default of {restated}"
 
 
-def test_meanings_come_from_the_comments_around_each_key():
-    meanings = key_meanings(composed("partition", "metis")[1])
-    assert meanings["trainer.log_every"].startswith("batches between reads of the loss")  # trailing
-    assert meanings["trainer.log_every"].endswith("the epoch's figures are exact whatever it is")  # continued
-    assert meanings["cache.capacity"].startswith("A fraction of the nodes in [0, 1]")  # the lines above
-    assert meanings["partition.method"].startswith("METIS (pymetis")  # the option's own description
-    assert meanings["pipeline.name"].startswith("Sampler, feature loader and trainer in three processes")
-    serial = key_meanings(composed("pipeline", "serial")[1])["pipeline.name"]
-    assert serial.startswith("sample, gather and train one after the other")
+@pytest.mark.parametrize("group, option", EVERY_OPTION)
+def test_help_shows_every_key_with_its_declared_meaning(group, option):
+    shown = help_text([f"{group}={option}"]).splitlines()
+    settings = make_config(f"{group}={option}", *(["data.path=/tmp"] if option == "custom" else []))
+    for key in flat(settings.to_dict()):
+        line = next((i for i, text in enumerate(shown) if text.startswith(f"  {key}=")), None)
+        assert line is not None, key
+        following = " ".join(text.strip() for text in shown[line:line + 8])
+        assert len(following) > len(shown[line].split()[0]) + 3, f"{key} has no meaning in --help"
+
+
+def test_help_reads_the_declarations():
+    shown = " ".join(help_text(["partition=metis"]).split())  # the wrapped lines as one text
+    assert "batches between reads of the loss from the device (progress bar" in shown
+    assert "the epoch's figures are exact whatever it is" in shown
+    assert "METIS (pymetis, the `metis` extra)" in shown
+    assert "Sampler, feature loader and trainer in three processes" in shown
+    assert "A fraction of the nodes in [0, 1]" in shown

@@ -92,7 +92,8 @@ def test_the_graph_sees_the_imports_it_checks():
     graph = import_graph()
     assert {"conveyor.partition.graph", "conveyor.partition"} & graph["conveyor.samplers.bsp"]
     assert "conveyor.pipeline.source" in graph["conveyor.pipeline"]
-    assert "conveyor.cache.configured" in graph["conveyor.pipeline.stages"]
+    assert "conveyor.pipeline.batch" in graph["conveyor.pipeline.stages"]
+    assert "conveyor.partition.fields" in graph["conveyor.trainer.settings"] | graph["conveyor.partition.settings"]
     assert "conveyor.cli" in graph["launch"] and "conveyor.trainer.modes" in graph["conveyor.cli"]
     assert "conveyor.trainer.run" in graph["conveyor.trainer.modes"]
 
@@ -138,3 +139,53 @@ def test_a_users_modules_named_like_the_stages_change_nothing(tmp_path, data_roo
                           f"run.out_dir={out}"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert (out / "metrics.json").is_file()
+
+
+LOW_STAGES = ("partition", "samplers", "cache", "pipeline")  # below the trainer: never the whole config
+
+
+def low_stage_files():
+    return [path for folder in LOW_STAGES for path in sorted((REPO / folder).rglob("*.py"))]
+
+
+def test_no_stage_below_the_trainer_takes_the_whole_config():
+    """Each function of partition, samplers, cache and pipeline receives its own stage's settings
+    (or plain values), never the config: no parameter named cfg or config, no config type."""
+    found = []
+    for path in low_stage_files():
+        text = path.read_text()
+        found += [f"{path.relative_to(REPO)} mentions {word}" for word in ("DictConfig", "OmegaConf", "omegaconf")
+                  if word in text]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+                found += [f"{path.relative_to(REPO)}:{node.lineno} takes {name}" for name in names
+                          if name in ("cfg", "config") or name.startswith("cfg_")]
+            elif isinstance(node, ast.Attribute) and node.attr in ("cfg", "config"):
+                found += [f"{path.relative_to(REPO)}:{node.lineno} holds .{node.attr}"]
+    assert found == [], "\n".join(found)
+
+
+def test_the_yaml_names_no_module_of_ours():
+    """conf/ holds option values; a tie to a module (a Hydra callback, a _target_ of ours) would be
+    an upward dependency no import shows. A model class of the user's or PyG's may be named."""
+    ours = ("conveyor", *FOLDERS, "conf", "launch")
+    named = []
+    for path in sorted((REPO / "conf").rglob("*.yaml")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            value = line.split("#")[0].partition(":")[2].strip()
+            if value.split(".")[0] in ours and "." in value:
+                named.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert named == [], "\n".join(named)
+    assert "_target_: torch_geometric.nn.GAT" in (REPO / "conf" / "model" / "gat.yaml").read_text()  # a value it reads
+
+
+def test_benchmarks_import_no_tests():
+    found = []
+    for path in sorted((REPO / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] == "tests"]
+    assert found == [], "\n".join(found)

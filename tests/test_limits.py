@@ -14,6 +14,7 @@ from conveyor.samplers import build_sampler
 from conveyor.samplers.bsp import BSPSampler, sample_positions
 from conveyor.samplers.checks import assert_valid_batch
 from conveyor.trainer.config import check_world_size
+from conveyor.trainer.run import build_batch_source
 from tests.configs import make_config
 from tests.test_pipeline import feature_graph
 
@@ -66,7 +67,8 @@ def test_a_stall_timeout_below_a_minute_is_honoured(tmp_path):
     graph = feature_graph()
     cfg = make_config("pipeline=async", "sampler=bsp", "sampler.fanouts=[5,5]", "cache=none",
                       "pipeline.depth=1", "pipeline.stall_timeout_s=1", f"run.out_dir={tmp_path}")
-    source = AsyncBatches(cfg, graph, torch.device("cpu"), "bsp")
+    source = build_batch_source(cfg, graph, torch.device("cpu"))
+    assert isinstance(source, AsyncBatches)
     stopped = []
     try:
         with pytest.raises(PipelineError, match=r"no batch for \d+s .*pipeline.stall_timeout_s=1"):

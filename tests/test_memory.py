@@ -4,15 +4,15 @@ import psutil
 import torch
 
 from conveyor.cache import build_cache
-from conveyor.pipeline.memory import batch_room, largest_batch_ratio
+from conveyor.pipeline.memory import batch_room
 from conveyor.pipeline.slots import SlotWriter
 from tests.configs import make_config
 from tests.test_cache import skewed_graph
 
 
 def test_the_largest_batch_is_the_evaluation_batch_by_default():
-    assert largest_batch_ratio(make_config().trainer) == 4.0  # 4096 / 1024
-    assert largest_batch_ratio(make_config("trainer.eval_batch_size=512").trainer) == 1.0
+    assert make_config().trainer.largest_batch_ratio == 4.0  # 4096 / 1024
+    assert make_config("trainer.eval_batch_size=512").trainer.largest_batch_ratio == 1.0
     assert batch_room(1000, 4.0) == 3000 and batch_room(1000, 1.0) == 0
 
 
@@ -24,7 +24,7 @@ def test_an_auto_cache_leaves_room_for_the_evaluation_batch():
     peak = total - graph.num_nodes * 4 - 20 * 64
     cache = build_cache("degree", graph, capacity="auto", reserve=0, prefetch=0)
     assert cache.fit_to_free_memory(peak_bytes=peak) == 20
-    room = batch_room(3 * 64, largest_batch_ratio(make_config().trainer))
+    room = batch_room(3 * 64, make_config().trainer.largest_batch_ratio)
     assert cache.fit_to_free_memory(peak_bytes=peak, batch_room=room) == 11
     assert cache.fit_info["batch_room_bytes"] == 9 * 64 and cache.fit_info["peak_bytes"] == peak
 

@@ -308,7 +308,7 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
     """`conveyor partition` takes the run's own overrides and writes where a run with
     run.world_size=K looks, so that run finds the parts and does not partition again."""
     from conveyor.partition.configured import make_partitions
-    from conveyor.partition_command import compose, main
+    from conveyor.partition_command import main, settings_of
 
     overrides = ["data=synthetic", "data.scale=0.002", f"data.root={data_root}",
                  "sampler.fanouts=[5,5]", "partition=random", f"partition.dir={tmp_path / 'parts'}"]
@@ -322,8 +322,8 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
     assert torch.equal(parts[1].graph.x, synthetic_small.x[parts[1].node_ids])
     stamp = (tmp_path / "parts" / "partition.json").stat().st_mtime_ns
     assert main(["num_parts=3", *overrides]) == 0 and "reused" in capsys.readouterr().out
-    cfg = compose(["run.world_size=3", *overrides])
-    directory, _, reused = make_partitions(cfg, 3)
+    settings = settings_of(["run.world_size=3", *overrides])
+    directory, _, reused = make_partitions(settings.data, settings.partition, len(settings.sampler.fanouts), 3)
     assert directory == tmp_path / "parts" and reused
     assert (tmp_path / "parts" / "partition.json").stat().st_mtime_ns == stamp  # found, not redone
     with pytest.raises(ConveyorError, match="missing num_parts"):
@@ -334,12 +334,18 @@ def test_command_line_writes_then_the_run_reuses(data_root, synthetic_small, tmp
         main(["num_parts=2", "data=imagenet"])
 
 
-def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
+def folder(overrides: list, world_size: int) -> Path:
+    """Where a run with these overrides keeps its partitions for `world_size` ranks."""
     from conveyor.partition.configured import partition_dir
-    from conveyor.partition_command import compose
+    from conveyor.partition_command import settings_of
 
+    settings = settings_of(overrides)
+    return partition_dir(settings.data, settings.partition, len(settings.sampler.fanouts), world_size)
+
+
+def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
     base = ["data=synthetic", f"data.root={data_root}"]
-    folders = {partition_dir(compose(base + extra), k) for extra, k in [
+    folders = {folder(base + extra, k) for extra, k in [
         ([], 2), ([], 4), (["data.scale=0.5"], 2), (["partition=metis"], 2),
         (["sampler.fanouts=[5,5]"], 2)]}
     assert len(folders) == 5
@@ -347,10 +353,7 @@ def test_default_folder_depends_on_everything_that_changes_the_parts(data_root):
 
 
 def test_a_custom_datasets_folder_is_one_folder_named_after_its_path(tmp_path):
-    from conveyor.partition.configured import partition_dir
-    from conveyor.partition_command import compose
-
-    folders = [partition_dir(compose(["data=custom", f"data.root={tmp_path}", f"data.path={path}"]), 2)
+    folders = [folder(["data=custom", f"data.root={tmp_path}", f"data.path={path}"], 2)
                for path in ("/data/a/graph", "/data/b/graph", "/data/a/graph")]
     assert all(f.parent == tmp_path / "partitions" for f in folders)  # one level, no nesting
     assert folders[0].name.startswith("custom_pathgraph-") and folders[0] == folders[2] != folders[1]

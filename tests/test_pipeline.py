@@ -1,6 +1,7 @@
 """`pipeline=async`: three real processes that yield exactly the serial batches and losses, fail
 fast and clearly, and stop cleanly on SIGINT/SIGTERM; and the parts (pace controller, MPS
 detection, recycled slots, graph sharing) on their own."""
+import dataclasses
 import gc
 import json
 import os
@@ -16,7 +17,7 @@ import psutil
 import pytest
 import torch
 
-from conveyor.cache.configured import cache_from_config
+from conveyor.cache import CacheSpec
 from conveyor.partition import ConveyorError, Graph
 from conveyor.pipeline import AsyncBatches, PipelineError
 from conveyor.pipeline.batch import device_labels
@@ -27,7 +28,7 @@ from conveyor.pipeline.sharing import share_graph
 from conveyor.pipeline.slots import SlotReader, SlotWriter
 from conveyor.samplers import build_sampler
 from conveyor.trainer.checkpoint import load_checkpoint
-from conveyor.trainer.run import train
+from conveyor.trainer.run import build_batch_source, train
 from tests.configs import REPO, make_config
 
 FAULT_DEADLINE_S = 10.0  # the issue's bound: a failed stage stops the run within 10 s
@@ -61,6 +62,19 @@ def assert_same_batches(async_batches, serial_batches):
             (s.cost.cache_hits, s.cost.cache_misses, s.cost.bytes_from_host)
         count += 1
     return count
+
+
+def serial_twin(settings, graph) -> SerialBatches:
+    """The serial batch source of the same settings: the batches AsyncBatches must match."""
+    sampler = build_sampler("bsp", graph, [5, 5], seed=0)
+    return SerialBatches(graph, sampler, CacheSpec(settings.cache, settings.run.seed), "cpu")
+
+
+def async_source(settings, graph) -> AsyncBatches:
+    """The async batch source of these settings, as a run builds it."""
+    source = build_batch_source(settings, graph, torch.device("cpu"))
+    assert isinstance(source, AsyncBatches)
+    return source
 
 
 def stage_pids(source: AsyncBatches) -> list[int]:
@@ -142,9 +156,8 @@ def pipeline(tmp_path_factory):
     graph = Graph.load(directory, mmap=True)
     cfg = pipeline_config(tmp_path_factory.mktemp("run"), "pipeline.depth=3",
                           "pipeline.pace.interval=5", "pipeline.pace.patience=3")
-    serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),
-                           cache_from_config(cfg, graph, torch.device("cpu")), graph.y, "cpu")
-    source = AsyncBatches(cfg, graph, torch.device("cpu"), "bsp")
+    serial = serial_twin(cfg, graph)
+    source = async_source(cfg, graph)
     try:
         yield graph, source, serial
     finally:
@@ -232,7 +245,7 @@ def test_measured_sm_shares_restart_the_stages_with_their_own_percentage(pipelin
     graph, source, serial = pipeline
     old_pids = stage_pids(source)
     source._warmup = {"sampler": [], "loader": [], "trainer": []}  # as _setup_mps does under MPS
-    source.options.mps_warmup = 6
+    source.options = dataclasses.replace(source.options, mps=dataclasses.replace(source.options.mps, warmup=6))
     seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=6)
     for _ in source.run(seeds, 4):
         time.sleep(0.1)  # training takes longer than sampling or gathering here
@@ -307,7 +320,7 @@ def test_async_training_on_synthetic_equals_serial(tmp_path, data_root):
 @pytest.mark.parametrize("stage", ["sampler", "loader"])
 def test_a_killed_stage_stops_the_run_with_a_clear_message(tmp_path, stage):
     graph = feature_graph()
-    source = AsyncBatches(pipeline_config(tmp_path), graph, torch.device("cpu"), "bsp")
+    source = async_source(pipeline_config(tmp_path), graph)
     pids = stage_pids(source)
     seeds = epoch_seed_batches(graph.train_idx, 4, run_seed=0, epoch=1)  # 75 batches
     killed = None
@@ -328,7 +341,7 @@ def test_a_killed_stage_stops_the_run_with_a_clear_message(tmp_path, stage):
 def test_a_stage_exception_reaches_the_trainer_with_its_traceback(tmp_path):
     graph = feature_graph()
     graph.indices[graph.indptr[5]] = graph.num_nodes + 7  # a neighbour id past the last node
-    source = AsyncBatches(pipeline_config(tmp_path, "cache=none"), graph, torch.device("cpu"), "bsp")
+    source = async_source(pipeline_config(tmp_path, "cache=none"), graph)
     try:
         with pytest.raises(PipelineError) as error:
             list(source.run([torch.tensor([5, 6, 7])], 0))
@@ -342,9 +355,10 @@ def test_a_stage_exception_reaches_the_trainer_with_its_traceback(tmp_path):
 
 def test_bad_input_found_by_a_stage_is_a_clear_conveyor_error(tmp_path):
     graph = feature_graph()
-    source = AsyncBatches(pipeline_config(tmp_path, "cache.capacity=lots"), graph, torch.device("cpu"), "bsp")
+    graph.x = graph.x[:, 0].contiguous()  # one feature as a 1-D tensor: the loader's cache refuses it
+    source = async_source(pipeline_config(tmp_path), graph)
     try:
-        with pytest.raises(ConveyorError, match="cache.capacity"):
+        with pytest.raises(ConveyorError, match=r"graph.x must have shape \[num_nodes, F\]"):
             list(source.run([graph.train_idx[:10]], 0))
     finally:
         source.close()
@@ -354,7 +368,7 @@ def test_bad_input_found_by_a_stage_is_a_clear_conveyor_error(tmp_path):
 def test_a_run_left_half_way_reports_a_wait_fraction_within_0_and_1(tmp_path):
     """An epoch interrupted after two batches: its waits count against its own wall time."""
     graph = feature_graph()
-    source = AsyncBatches(pipeline_config(tmp_path), graph, torch.device("cpu"), "bsp")
+    source = async_source(pipeline_config(tmp_path), graph)
     try:
         seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=1)
         for step, _ in enumerate(source.run(seeds, 0)):
@@ -391,8 +405,7 @@ def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_epoch(tmp_path):
     from conveyor.trainer.models import build_model
 
     graph, cfg = feature_graph(), pipeline_config(tmp_path)
-    serial = SerialBatches(build_sampler("bsp", graph, [5, 5], seed=0),
-                           cache_from_config(cfg, graph, torch.device("cpu")), graph.y, "cpu")
+    serial = serial_twin(cfg, graph)
     seeds = epoch_seed_batches(graph.train_idx, 30, run_seed=0, epoch=1)
     served = []
 

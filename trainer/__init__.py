@@ -2,5 +2,6 @@
 ranks, the comparison with PyG). Imports partition, samplers, cache and pipeline; nothing imports
 it but launch.py.
 
-Entry points: `trainer.modes.run(cfg)` (what launch.py calls) and `trainer.run.train(cfg)`.
+Entry points: `trainer.modes.run(settings)` (what the conveyor command calls) and
+`trainer.run.train(settings)`, given the `Settings` (trainer/settings.py) the entry point built.
 """

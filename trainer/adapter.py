@@ -11,7 +11,6 @@ keys (`dropout`, and the class's own).
 from __future__ import annotations
 
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GATv2Conv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -73,23 +72,24 @@ class PerHopGNN(PerHopForward):
         return x
 
 
-def model_from_target(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
-    """`hydra.utils.instantiate` of `model._target_`; a BasicGNN comes wrapped in PerHopGNN."""
-    module = instantiate_target(cfg_model, in_dim, out_dim, num_layers)
+def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
+    """`hydra.utils.instantiate` of `model._target_` (ModelSettings); a BasicGNN comes wrapped in
+    PerHopGNN."""
+    module = instantiate_target(model, in_dim, out_dim, num_layers)
     if isinstance(module, BasicGNN):
-        return PerHopGNN(module, float(cfg_model.get("input_dropout", 0.0)))
+        return PerHopGNN(module, model.input_dropout)
     if not isinstance(module, nn.Module):
-        raise ConveyorError(f"model._target_={cfg_model._target_} made a {type(module).__name__}, not "
+        raise ConveyorError(f"model._target_={model._target_} made a {type(module).__name__}, not "
                             f"a torch.nn.Module.")
     return module
 
 
-def instantiate_target(cfg_model, in_dim: int, out_dim: int, num_layers: int):
+def instantiate_target(model, in_dim: int, out_dim: int, num_layers: int):
     """`model._target_` built as it is, with in_channels, out_channels, num_layers, hidden_channels
     (model.hidden) and the other model.* keys; `mode=compare`'s PyG reference runs it unwrapped."""
     from hydra.utils import instantiate
 
-    keys = OmegaConf.to_container(cfg_model, resolve=True)
+    keys = model.to_dict()
     kwargs = {k: v for k, v in keys.items() if k not in CONVEYOR_KEYS}
     if "hidden" in keys:
         kwargs.setdefault("hidden_channels", keys["hidden"])
@@ -101,10 +101,10 @@ def instantiate_target(cfg_model, in_dim: int, out_dim: int, num_layers: int):
                             f"hidden_channels (model.hidden) and the other model.* keys.") from None
 
 
-def target_class(cfg_model) -> type | None:
+def target_class(model) -> type | None:
     """The class `model._target_` names, or None when it names none (building it then says why)."""
     from hydra.utils import get_class
     try:
-        return get_class(str(cfg_model._target_))
+        return get_class(str(model._target_))
     except Exception:  # Hydra's import error; instantiate_target reports it in full
         return None

@@ -12,7 +12,6 @@ import pickle
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.errors import one_line
@@ -53,19 +52,19 @@ def load_checkpoint(out_dir, map_location="cpu", name: str = CHECKPOINT) -> dict
                             f"start afresh, or point run.out_dir at another run.") from exc
 
 
-def prepare_out_dir(cfg) -> tuple[Path, dict | None]:
-    """run.out_dir and, when resuming, its checkpoint, checked against `cfg`. Without
-    run.resume the checkpoint is only looked for, never read; a run is never overwritten."""
-    out_dir = Path(cfg.run.out_dir)
+def prepare_out_dir(settings) -> tuple[Path, dict | None]:
+    """run.out_dir and, when resuming, its checkpoint, checked against the run's `settings`.
+    Without run.resume the checkpoint is only looked for, never read; a run is never overwritten."""
+    out_dir = Path(settings.run.out_dir)
     has_checkpoint = checkpoint_path(out_dir).exists()
-    if has_checkpoint and not cfg.run.resume:
+    if has_checkpoint and not settings.run.resume:
         raise ConveyorError(f"run.out_dir={out_dir} already holds a run with a checkpoint; pass "
                             f"run.resume=true to continue it, or choose another run.out_dir.")
     if not has_checkpoint:  # with run.resume, start_run says so once the run's log is open
         return out_dir, None
     state = load_checkpoint(out_dir)
     check_layout(state, checkpoint_path(out_dir))
-    check_resumable(state.get("config"), OmegaConf.to_container(cfg, resolve=True), out_dir)
+    check_resumable(state.get("config"), settings.to_dict(), out_dir)
     return out_dir, state
 
 

@@ -15,7 +15,6 @@ worker processes, device) is in comparison.json's `setup`, the table and the plo
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
@@ -27,12 +26,12 @@ import torch
 from conveyor.partition import ConveyorError
 from conveyor.partition.datasets import load_configured
 from conveyor.partition.device import resolve_device, use_device
-from conveyor.pipeline.options import PipelineOptions
 from conveyor.samplers import resolve_sampler_name
 
 from .metrics import setup_logging
 from .reference import require_neighbor_sampling, require_reference_model, train_reference
 from .run import train
+from .settings import Settings
 
 log = logging.getLogger("conveyor")
 
@@ -41,40 +40,45 @@ TARGET_FRACTION = 0.98  # of the reference's best mean val acc, when compare.tar
 CURVE_KEYS = ("loss", "train_acc", "val_acc", "test_acc", "epoch_time_s")
 
 
-def compare(cfg) -> dict:
+def compare(settings: Settings) -> dict:
     """Run both systems for every seed, then write and print the comparison; return comparison.json's dict."""
     require_neighbor_sampling()
-    num_seeds, target = _check(cfg)
-    out_dir = Path(cfg.run.out_dir)
+    target = _check(settings)
+    out_dir = Path(settings.run.out_dir)
     setup_logging(out_dir)
-    device = use_device(resolve_device(cfg.run.device))
-    graph = load_configured(cfg.data)
+    device = use_device(resolve_device(settings.run.device))
+    graph = load_configured(settings.data)
     if graph.val_idx is None or graph.val_idx.numel() == 0:
-        raise ConveyorError(f"dataset {cfg.data.name!r} has no validation split; mode=compare plots and "
+        raise ConveyorError(f"dataset {settings.data.name!r} has no validation split; mode=compare plots and "
                             f"targets validation accuracy, so give it val_idx.")
-    log.info("comparing conveyor with the PyG reference on %r, %d seeds; output %s", graph, num_seeds,
-             out_dir)
+    seeds = [settings.run.seed + i for i in range(settings.compare.seeds)]
+    log.info("comparing conveyor with the PyG reference on %r, %d seeds; output %s", graph, len(seeds), out_dir)
+    runs, model = run_both(settings, graph, seeds, out_dir, device)
+    result = summarise(runs, target)
+    result.update({"data": settings.data.name, "model": _model_label(settings.model),
+                   "fanouts": list(settings.sampler.fanouts), "batch_size": settings.trainer.batch_size,
+                   "epochs": settings.trainer.epochs, "seeds": seeds, "device": str(device),
+                   "setup": {"conveyor": conveyor_setup(settings, model, device, runs["conveyor"]),
+                             "pyg": runs["pyg"][0]["final"]["setup"]}})
+    write_outputs(result, runs, out_dir)
+    return result
 
-    seeds = [int(cfg.run.seed) + i for i in range(num_seeds)]
-    runs = {name: [] for name in SYSTEMS}
-    model = None
+
+def run_both(settings: Settings, graph, seeds: list, out_dir: Path, device) -> tuple[dict, object]:
+    """Each system's curves per seed, and conveyor's last trained model."""
+    runs, model = {name: [] for name in SYSTEMS}, None
     for seed in seeds:
-        conveyor_dir = out_dir / "conveyor" / f"seed{seed}"
-        result = train(_seed_cfg(cfg, seed, conveyor_dir))
+        result = train(_seed_settings(settings, seed, out_dir / "conveyor" / f"seed{seed}"))
         model = result.model
         setup_logging(out_dir)  # train() pointed the log file at its own directory
         runs["conveyor"].append(_curves(seed, {"epochs": result.history, "final": result.final}))
-        pyg = train_reference(_seed_cfg(cfg, seed, out_dir / "pyg" / f"seed{seed}"), graph,
-                              out_dir / "pyg" / f"seed{seed}", device)
-        runs["pyg"].append(_curves(seed, pyg))
+        pyg_dir = out_dir / "pyg" / f"seed{seed}"
+        runs["pyg"].append(_curves(seed, train_reference(_seed_settings(settings, seed, pyg_dir), graph, pyg_dir,
+                                                         device)))
+    return runs, model
 
-    result = summarise(runs, target)
-    result.update({"data": str(cfg.data.name), "model": _model_label(cfg.model),
-                   "fanouts": [int(f) for f in cfg.sampler.fanouts],
-                   "batch_size": int(cfg.trainer.batch_size),
-                   "epochs": int(cfg.trainer.epochs), "seeds": seeds, "device": str(device),
-                   "setup": {"conveyor": conveyor_setup(cfg, model, device, runs["conveyor"]),
-                             "pyg": runs["pyg"][0]["final"]["setup"]}})
+
+def write_outputs(result: dict, runs: dict, out_dir: Path) -> None:
     write_tensorboard(out_dir / "tensorboard", runs)
     (out_dir / "comparison.json").write_text(json.dumps(result, indent=1))
     table = markdown_table(result)
@@ -83,42 +87,42 @@ def compare(cfg) -> dict:
     print(table)
     log.info("comparison written to %s (comparison.md, comparison.json, comparison.png, tensorboard/)",
              out_dir)
-    return result
 
 
-def _check(cfg) -> tuple[int, float | None]:
-    seeds, target = cfg.compare.get("seeds", 3), cfg.compare.get("target_val_acc")  # schema-checked
-    if int(cfg.run.world_size) != 1:
+def _check(settings: Settings) -> float | None:
+    """What only mode=compare refuses; the time-to-accuracy target (None: from the reference)."""
+    if settings.run.world_size != 1:
         raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
-    require_reference_model(cfg.model)
-    if cfg.run.resume:
+    require_reference_model(settings.model)
+    if settings.run.resume:
         raise ConveyorError("mode=compare cannot resume; drop run.resume=true and choose a new run.out_dir.")
-    out_dir = Path(cfg.run.out_dir)
+    out_dir = Path(settings.run.out_dir)
     if any((out_dir / name).exists() for name in ("comparison.json",) + SYSTEMS):
         raise ConveyorError(f"run.out_dir={out_dir} already holds a comparison; choose another run.out_dir.")
-    return seeds, None if target is None else float(target)
+    target = settings.compare.target_val_acc
+    return None if target is None else float(target)
 
 
-def conveyor_setup(cfg, model, device, runs: list) -> dict:
+def conveyor_setup(settings: Settings, model, device, runs: list) -> dict:
     """How conveyor ran: model, pipeline processes, sampler, cache (and the hit ratio it reached)."""
-    asynchronous = cfg.pipeline.name == "async"
+    pipeline, cache = settings.pipeline, settings.cache
+    asynchronous = pipeline.name == "async"
     hit_ratios = [r["cache_hit_ratio"] for r in runs if r.get("cache_hit_ratio") is not None]
     return {"model": _model_name(model), "parameters": sum(p.numel() for p in model.parameters()),
-            "pipeline": str(cfg.pipeline.name),
+            "pipeline": pipeline.name,
             "processes": ("sampler, loader and trainer processes" if asynchronous
                           else "sampling and gathering in the training process"),
-            "stage_threads": PipelineOptions.from_config(cfg.pipeline).threads if asynchronous else None,
-            "sampler": resolve_sampler_name(cfg.sampler.name, device),
-            "cache": str(cfg.cache.policy), "cache_capacity": str(cfg.cache.capacity),
+            "stage_threads": pipeline.stage_threads if asynchronous else None,
+            "sampler": resolve_sampler_name(settings.sampler.name, device),
+            "cache": cache.policy, "cache_capacity": str(cache.capacity),
             "cache_hit_ratio": float(np.mean(hit_ratios)) if hit_ratios else None,
             "evaluation": runs[0]["final"].get("inference") if runs else None,
             "torch_threads": torch.get_num_threads(), "device": str(device)}
 
 
-def _model_label(cfg_model) -> str:
+def _model_label(model) -> str:
     """`model.name`, and the class when `model._target_` names one (its name may be a default's)."""
-    name = str(cfg_model.name)
-    return f"{name} ({cfg_model._target_})" if "_target_" in cfg_model else name
+    return f"{model.name} ({model._target_})" if model._target_ is not None else model.name
 
 
 def _model_name(model) -> str:
@@ -142,11 +146,9 @@ def describe_setup(setup: dict) -> dict:
                    f"{p['evaluation']} evaluation, device {p['device']}"}
 
 
-def _seed_cfg(cfg, seed: int, out_dir: Path):
-    """The same config with this run's seed and output directory."""
-    run_cfg = copy.deepcopy(cfg)
-    run_cfg.run.seed, run_cfg.run.out_dir, run_cfg.mode = seed, str(out_dir), "train"
-    return run_cfg
+def _seed_settings(settings: Settings, seed: int, out_dir: Path) -> Settings:
+    """The same settings with this run's seed and output directory."""
+    return settings.replace(mode="train", run={"seed": seed, "out_dir": str(out_dir)})
 
 
 def _curves(seed: int, metrics: dict) -> dict:

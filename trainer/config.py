@@ -1,5 +1,7 @@
-"""Checks of a composed config, all before any data is loaded: the schema (trainer/schema.py),
-then what depends on this machine (the device, the world size, a writable out_dir)."""
+"""What the settings' own declarations cannot check, because it depends on this machine: the
+device, the world size, a writable out_dir, the data's folders, an importable model class. The
+entry point (conveyor/config.py) runs it once, after building the settings, before any data is
+loaded."""
 from __future__ import annotations
 
 import errno
@@ -8,7 +10,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.datasets import check_root
@@ -16,20 +17,17 @@ from conveyor.partition.datasets.custom import check_folder
 from conveyor.partition.device import resolve_device
 from conveyor.partition.errors import one_line
 
-from .schedule import check_schedule
-from .schema import check_schema
+from .settings import ModelSettings, Settings
 
 CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
 
 
-def check_config(cfg: DictConfig) -> None:
-    check_schema(cfg)
-    check_schedule(cfg.trainer)
-    device = resolve_device(cfg.run.device)
-    check_world_size(int(cfg.run.world_size), device)
-    check_out_dir(Path(str(cfg.run.out_dir)))
-    check_data_paths(cfg.data)
-    check_model_target(cfg.model)
+def check_machine(settings: Settings) -> None:
+    device = resolve_device(settings.run.device)
+    check_world_size(settings.run.world_size, device)
+    check_out_dir(Path(settings.run.out_dir))
+    check_data_paths(settings.data)
+    check_model_target(settings.model)
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -82,19 +80,19 @@ def try_write(existing: Path, missing: Path | None) -> None:
     missing.rmdir()
 
 
-def check_data_paths(data: DictConfig) -> None:
+def check_data_paths(data) -> None:
     """The folders the data is read from or kept in, named with what they must be before any
     work (the loader reads them only after the out_dir is set up)."""
-    if data.get("root") is not None:
-        check_root(str(data.root))
+    if data.root is not None or data.name not in ("custom", "memory"):  # those two read no root
+        check_root(data.root if data.root is not None else data.root_folder())
     if data.name == "custom":
-        check_folder(data.get("path"))
+        check_folder(data.path)
 
 
-def check_model_target(model: DictConfig) -> None:
+def check_model_target(model: ModelSettings) -> None:
     """Name a `model._target_` that does not import before the data loads: the model itself is
     built after it (trainer/adapter.py), as it needs the feature and class counts."""
-    if "_target_" not in model:
+    if model._target_ is None:
         return
     from hydra.utils import get_object  # a class, or a function that returns a module
     try:

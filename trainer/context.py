@@ -44,10 +44,10 @@ class LocalContext:
     """One process training on the whole graph."""
     rank, world_size = 0, 1
 
-    def __init__(self, cfg, graph: Graph | None = None):
-        self.cfg = cfg
-        self.device = use_device(resolve_device(cfg.run.device))
-        if graph is not None:  # handed over in Python (conveyor.fit): cfg.data loads nothing
+    def __init__(self, settings, graph: Graph | None = None):
+        self.settings = settings
+        self.device = use_device(resolve_device(settings.run.device))
+        if graph is not None:  # handed over in Python (conveyor.fit): settings.data loads nothing
             self.graph = graph
 
     @property
@@ -57,10 +57,10 @@ class LocalContext:
 
     @cached_property
     def graph(self) -> Graph:
-        return load_configured(self.cfg.data)  # on first use: after the out_dir checks
+        return load_configured(self.settings.data)  # on first use: after the out_dir checks
 
-    def prepare_out_dir(self, cfg):
-        return prepare_out_dir(cfg)
+    def prepare_out_dir(self, settings):
+        return prepare_out_dir(settings)
 
     def recorder(self, out_dir, config: dict, history):
         return RunRecorder(out_dir, config, history) if self.is_main else QuietRecorder(history)
@@ -72,7 +72,7 @@ class LocalContext:
         return run_seed
 
     def seed_batches(self, run_seed: int, epoch: int) -> List[Tensor]:
-        return epoch_seed_batches(self.graph.train_idx, int(self.cfg.trainer.batch_size), run_seed, epoch)
+        return epoch_seed_batches(self.graph.train_idx, self.settings.trainer.batch_size, run_seed, epoch)
 
     def reduce_epoch(self, stats: dict) -> dict:
         return stats

@@ -5,15 +5,16 @@ shuffles only its own training nodes (PaGraph's local shuffling), and DDP all-re
 gradients in every backward pass. All ranks run the same number of batches per epoch, so the
 all-reduce never waits on a rank that has run out of seeds.
 
-Two ways in, both through `train_distributed(cfg)`:
-- `python launch.py run.world_size=K`: this process checks the config, makes (or reuses) the K
-  partitions, spawns K ranks on this machine (rank i on cuda:i with NCCL, or on the CPU with gloo)
-  and watches them: when one fails, it stops the others and raises with that rank's traceback.
+Two ways in, both through `train_distributed(settings)`:
+- `python launch.py run.world_size=K`: this process (its settings checked at the entry point)
+  makes (or reuses) the K partitions, spawns K ranks on this machine (rank i on cuda:i with NCCL,
+  or on the CPU with gloo) and watches them: when one fails, it stops the others and raises with
+  that rank's traceback.
 - `torchrun ... launch.py`: torchrun started this process as one rank; RANK, WORLD_SIZE,
   LOCAL_RANK and MASTER_ADDR/PORT come from its environment, and torchrun watches the ranks.
 
-In the ranks, `trainer.run.train(cfg, ctx)` runs the usual loop; `RankContext` is all it needs to
-know about the others: DDP wrapping, the rank's seed batches, and the reductions that make rank 0
+In the ranks, `trainer.run.train(settings, ctx)` runs the usual loop; `RankContext` is all it needs
+to know about the others: DDP wrapping, the rank's seed batches, and the reductions that make rank 0
 report global figures. Only rank 0 writes metrics.json, TensorBoard, run.log and checkpoints.
 """
 from __future__ import annotations
@@ -37,7 +38,6 @@ from typing import List, Optional
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
@@ -49,15 +49,14 @@ from conveyor.pipeline.seeds import shuffled
 from conveyor.pipeline.shutdown import stop_processes
 
 from .checkpoint import prepare_out_dir
-from .config import check_config
 from .context import QuietRecorder
 from .leftovers import RANK_NOTES_PREFIX
 from .metrics import RunRecorder, setup_logging
 from .run import train
+from .settings import Settings
 
 log = logging.getLogger("conveyor")
 
-DEFAULT_TIMEOUT_S = 300  # a rank stuck this long in a collective fails the job (run.dist_timeout_s)
 PARTITION_TIMEOUT_S = 4 * 3600  # under torchrun, how long ranks wait for the partitioning rank
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 _PROCESS_GROUPS = []  # kept alive until the process ends (see join_group)
@@ -130,12 +129,12 @@ class RankContext:
     def seed_batches(self, run_seed: int, epoch: int) -> List[Tensor]:
         return rank_seed_batches(self.graph.train_idx, self.num_batches, run_seed, epoch, self.rank)
 
-    def prepare_out_dir(self, cfg):
+    def prepare_out_dir(self, settings):
         """Rank 0 checks run.out_dir and reads the checkpoint; every rank resumes from it."""
         payload = [None]
         if self.rank == 0:
             try:
-                payload = [prepare_out_dir(cfg)]
+                payload = [prepare_out_dir(settings)]
             except ConveyorError as error:
                 payload = [error]
         dist.broadcast_object_list(payload, src=0)  # on the current CUDA device under NCCL
@@ -188,13 +187,13 @@ def _set_leaf(tree: dict, path: tuple, value) -> None:
     tree[path[-1]] = value
 
 
-def rank_device(cfg, local_rank: int, local_world_size: int) -> torch.device:
+def rank_device(settings, local_rank: int, local_world_size: int) -> torch.device:
     """cuda:<local rank> when training on GPUs (one GPU per rank), else the CPU."""
-    device = resolve_device(cfg.run.device)
+    device = resolve_device(settings.run.device)
     if device.type != "cuda":
         return device
     if device.index is not None:
-        raise ConveyorError(f"run.device={cfg.run.device} names one GPU, but with several ranks "
+        raise ConveyorError(f"run.device={settings.run.device} names one GPU, but with several ranks "
                             f"rank i uses cuda:i; use run.device=cuda (or auto), and "
                             f"CUDA_VISIBLE_DEVICES to choose the GPUs.")
     if local_world_size > torch.cuda.device_count():
@@ -205,14 +204,14 @@ def rank_device(cfg, local_rank: int, local_world_size: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def join_group(cfg, rank: int, world_size: int, local_rank: int, local_world_size: int) -> torch.device:
+def join_group(settings, rank: int, world_size: int, local_rank: int, local_world_size: int) -> torch.device:
     """Join the process group (MASTER_ADDR/PORT from the environment); return this rank's device."""
-    device = rank_device(cfg, local_rank, local_world_size)
+    device = rank_device(settings, local_rank, local_world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     # The ranks on one machine share its cores; more threads than cores each would thrash.
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
-    timeout = datetime.timedelta(seconds=float(cfg.run.get("dist_timeout_s") or DEFAULT_TIMEOUT_S))
+    timeout = datetime.timedelta(seconds=float(settings.run.dist_timeout_s))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank,
                             world_size=world_size, timeout=timeout)
     # DDP's reducer must never hold the last reference to the process group: freeing the group
@@ -220,7 +219,7 @@ def join_group(cfg, rank: int, world_size: int, local_rank: int, local_world_siz
     # last all-reduce may still need the GIL to release its tensors, and the rank never exits.
     _PROCESS_GROUPS.append(dist.group.WORLD)
     if rank == 0:  # rank 0 logs for everyone; the others speak only when something is wrong
-        setup_logging(Path(cfg.run.out_dir))
+        setup_logging(Path(settings.run.out_dir))
     else:
         quiet_logging(rank)
     return device
@@ -237,28 +236,28 @@ def quiet_logging(rank: int) -> None:
     root.propagate = False
 
 
-def rank_context(cfg, rank: int, world_size: int, device: torch.device, part_dir: Path) -> RankContext:
+def rank_context(settings, rank: int, world_size: int, device: torch.device, part_dir: Path) -> RankContext:
     """Load this rank's partition and agree with the others on the batches per epoch."""
     part = load_part(part_dir, rank)
     counts = [None] * world_size
     dist.all_gather_object(counts, int(part.graph.train_idx.numel()))
-    num_batches = num_batches_per_epoch(counts, int(cfg.trainer.batch_size))
+    num_batches = num_batches_per_epoch(counts, settings.trainer.batch_size)
     log.info("rank %d/%d on %s: %r, %d training nodes, %d batches per epoch", rank, world_size,
              device, part.graph, counts[rank], num_batches)
     return RankContext(rank, world_size, device, part.graph, part.node_ids, num_batches)
 
 
-def run_rank(cfg, rank: int, world_size: int, local_rank: int, local_world_size: int,
+def run_rank(settings, rank: int, world_size: int, local_rank: int, local_world_size: int,
              part_dir: Optional[Path] = None, after=None) -> dict:
     """One rank's whole run: join, find its partition, train, leave. Without `part_dir`
     (torchrun), the first rank of each machine makes or finds the partitions while the others
     wait. `after(ctx, final)`, if given, sees the rank once it has trained (tests use it)."""
-    device = join_group(cfg, rank, world_size, local_rank, local_world_size)
+    device = join_group(settings, rank, world_size, local_rank, local_world_size)
     try:
         if part_dir is None:
-            part_dir = _partitions_from_local_leader(cfg, rank, world_size, local_rank)
-        ctx = rank_context(cfg, rank, world_size, device, part_dir)
-        final = train(cfg, ctx).final
+            part_dir = _partitions_from_local_leader(settings, rank, world_size, local_rank)
+        ctx = rank_context(settings, rank, world_size, device, part_dir)
+        final = train(settings, ctx).final
         if after is not None:
             after(ctx, final)
         return final
@@ -266,11 +265,16 @@ def run_rank(cfg, rank: int, world_size: int, local_rank: int, local_world_size:
         dist.destroy_process_group()
 
 
-def _partitions_from_local_leader(cfg, rank: int, world_size: int, local_rank: int) -> Path:
+def make_partitions_for(settings: Settings, world_size: int):
+    """The run's partitions (made, or found where `conveyor partition` put them)."""
+    return make_partitions(settings.data, settings.partition, len(settings.sampler.fanouts), world_size)
+
+
+def _partitions_from_local_leader(settings, rank: int, world_size: int, local_rank: int) -> Path:
     # Partitioning a large graph can take far longer than a collective may hang, so the wait
     # happens on a side group with its own timeout.
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=PARTITION_TIMEOUT_S))
-    mine = str(make_partitions(cfg, world_size)[0]) if local_rank == 0 else None
+    mine = str(make_partitions_for(settings, world_size)[0]) if local_rank == 0 else None
     dirs = [None] * world_size
     dist.all_gather_object(dirs, mine, group=group)
     dist.destroy_process_group(group)
@@ -285,13 +289,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawned_rank(rank: int, cfg, world_size: int, port: int, part_dir: str, notes: str, after) -> None:
+def _spawned_rank(rank: int, settings, world_size: int, port: int, part_dir: str, notes: str, after) -> None:
     """A child process's whole life. A failed rank leaves its error in `notes/rank<r>.json` for
     the parent and leaves with os._exit: its interpreter teardown could wait on peers or on
     process-group threads that will never answer."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
-        run_rank(cfg, rank, world_size, rank, world_size, Path(part_dir), after)
+        run_rank(settings, rank, world_size, rank, world_size, Path(part_dir), after)
         return
     except ConveyorError as error:  # bad input: the parent raises it as such, without traceback
         code, note = 2, {"input": str(error)}
@@ -306,11 +310,11 @@ def _spawned_rank(rank: int, cfg, world_size: int, port: int, part_dir: str, not
     os._exit(code)
 
 
-def spawn_ranks(cfg, world_size: int, part_dir: Path, after=None) -> None:
+def spawn_ranks(settings, world_size: int, part_dir: Path, after=None) -> None:
     """Run `world_size` ranks as child processes and watch them: as soon as one exits with an
     error, stop the others and raise with that rank's traceback (or the signal that killed it)."""
     with tempfile.TemporaryDirectory(prefix=f"{RANK_NOTES_PREFIX}{os.getpid()}.") as notes:
-        ranks = mp.start_processes(_spawned_rank, (cfg, world_size, free_port(), str(part_dir),
+        ranks = mp.start_processes(_spawned_rank, (settings, world_size, free_port(), str(part_dir),
                                                    notes, after),
                                    nprocs=world_size, join=False, start_method="spawn")
         try:
@@ -375,32 +379,31 @@ def torchrun_env() -> Optional[dict]:
             "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", world))}
 
 
-def train_distributed(cfg: DictConfig, after=None) -> dict:
+def train_distributed(settings: Settings, after=None) -> dict:
     """Train on run.world_size ranks (or on torchrun's); return rank 0's `final` figures.
-    `after(ctx, final)`, a picklable function, runs in every rank once it has trained."""
-    # Resolve once, here: `${now:...}` in run.out_dir must name the same folder on every rank.
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    check_config(cfg)
+    `after(ctx, final)`, a picklable function, runs in every rank once it has trained. The
+    settings travel to the ranks as they are (resolved and checked once, at the entry point: a
+    default run.out_dir names the same folder on every rank)."""
     env = torchrun_env()
     if env is not None:
-        return _train_torchrun(cfg, env, after)
-    world_size = int(cfg.run.world_size)
-    rank_device(cfg, 0, world_size)  # fail here, not in K children, if the GPUs do not suffice
-    prepare_out_dir(cfg)  # the check rank 0 makes again: never overwrite a run without resume
-    setup_logging(Path(cfg.run.out_dir))
-    part_dir = make_partitions(cfg, world_size)[0]
-    spawn_ranks(cfg, world_size, part_dir, after)
+        return _train_torchrun(settings, env, after)
+    world_size = settings.run.world_size
+    rank_device(settings, 0, world_size)  # fail here, not in K children, if the GPUs do not suffice
+    prepare_out_dir(settings)  # the check rank 0 makes again: never overwrite a run without resume
+    setup_logging(Path(settings.run.out_dir))
+    part_dir = make_partitions_for(settings, world_size)[0]
+    spawn_ranks(settings, world_size, part_dir, after)
     # The ranks were child processes: what rank 0 wrote is how their result comes back.
-    return json.loads((Path(cfg.run.out_dir) / "metrics.json").read_text())["final"]
+    return json.loads((Path(settings.run.out_dir) / "metrics.json").read_text())["final"]
 
 
-def _train_torchrun(cfg, env: dict, after=None) -> dict:
+def _train_torchrun(settings, env: dict, after=None) -> dict:
     from torch.distributed.elastic.multiprocessing.errors import record
-    configured = int(cfg.run.world_size)
+    configured = settings.run.world_size
     if configured > 1 and configured != env["world_size"]:
         raise ConveyorError(f"run.world_size={configured} but torchrun started "
                             f"{env['world_size']} ranks (WORLD_SIZE); leave run.world_size at 1 "
                             f"or make the two agree.")
     # torchrun supervises the ranks; @record puts this rank's traceback in its error summary.
-    return record(run_rank)(cfg, env["rank"], env["world_size"], env["local_rank"],
+    return record(run_rank)(settings, env["rank"], env["world_size"], env["local_rank"],
                             env["local_world_size"], None, after)

@@ -34,7 +34,7 @@ def sampled_figures(run, splits: dict) -> Figures:
     eval_seed = stream_seed(run.seed, 0, STREAM_EVAL)
     figures = {}
     for split, idx in splits.items():
-        batches = eval_seed_batches(idx, int(run.cfg.trainer.eval_batch_size))
+        batches = eval_seed_batches(idx, run.settings.trainer.eval_batch_size)
         loss, acc = evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
                              autocast=run.precision.autocast)
         figures[split] = (loss, acc, idx.numel())
@@ -44,8 +44,8 @@ def sampled_figures(run, splits: dict) -> Figures:
 def layerwise_figures(run, splits: dict) -> Figures:
     """One layer-wise pass for all splits' nodes together."""
     logits = layerwise_logits(run.model, run.graph, torch.cat(list(splits.values())),
-                              int(run.cfg.trainer.eval_batch_size), run.ctx.device,
-                              run.precision.autocast, parse_dtype(run.cfg.cache.get("dtype"), None))
+                              run.settings.trainer.eval_batch_size, run.ctx.device,
+                              run.precision.autocast, parse_dtype(run.settings.cache.dtype, None))
     figures = {}
     for (split, idx), out in zip(splits.items(), logits.split([i.numel() for i in splits.values()])):
         y = run.graph.y[idx].long()

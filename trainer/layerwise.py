@@ -24,8 +24,6 @@ from conveyor.partition import ConveyorError, Graph
 from conveyor.partition.expansion import in_neighbour_chunks
 from conveyor.samplers import build_sampler
 
-INFERENCE = ("auto", "layerwise", "sampled")
-
 
 def can_run_layerwise(model: nn.Module) -> bool:
     return callable(getattr(model, "inference_per_layer", None)) and isinstance(

@@ -13,8 +13,7 @@ from torch_geometric.nn import GCNConv, SAGEConv
 from conveyor.partition import ConveyorError
 
 from .adapter import PerHopForward, model_from_target
-
-MODELS = ("sage", "gcn", "mlp")
+from .settings import MODELS, ModelSettings
 
 
 class SampledGNN(PerHopForward):
@@ -55,9 +54,8 @@ class SampledGNN(PerHopForward):
         return x
 
 
-def build_model(cfg_model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
+def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
     """`model._target_` (any class, by Hydra; trainer/adapter.py), else the built-in `model.name`."""
-    if "_target_" in cfg_model:
-        return model_from_target(cfg_model, in_dim, out_dim, num_layers)
-    return SampledGNN(str(cfg_model.name), in_dim, int(cfg_model.hidden), out_dim, num_layers,
-                      float(cfg_model.get("dropout", 0.5)), float(cfg_model.get("input_dropout", 0.0)))
+    if model._target_ is not None:
+        return model_from_target(model, in_dim, out_dim, num_layers)
+    return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout)

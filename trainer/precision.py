@@ -19,7 +19,7 @@ import torch
 
 from conveyor.partition import ConveyorError
 
-PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")
+from .settings import PRECISIONS
 
 
 @dataclass(frozen=True)

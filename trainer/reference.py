@@ -22,7 +22,6 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from conveyor.partition import ConveyorError, Graph
@@ -51,16 +50,15 @@ class ReferenceModel(torch.nn.Module):
     (relu, then dropout, between layers; `model.input_dropout` on the raw features first), or the
     PyG `BasicGNN` that `model._target_` names (`model=gat`), built as conveyor builds it."""
 
-    def __init__(self, cfg_model, in_dim: int, out_dim: int, num_layers: int):
+    def __init__(self, model, in_dim: int, out_dim: int, num_layers: int):
         super().__init__()
         from torch_geometric.nn import GCN, MLP, GraphSAGE
-        kind, hidden = str(cfg_model.name), int(cfg_model.get("hidden", 0))
-        dropout = float(cfg_model.get("dropout", 0.5))
-        self.input_dropout = float(cfg_model.get("input_dropout", 0.0))
-        self.graph_free = kind == "mlp" and "_target_" not in cfg_model
-        if "_target_" in cfg_model:
-            self.gnn = instantiate_target(cfg_model, in_dim, out_dim, num_layers)
-            require_reference_model(cfg_model, type(self.gnn))
+        kind, hidden, dropout = model.name, model.hidden, model.dropout
+        self.input_dropout = model.input_dropout
+        self.graph_free = kind == "mlp" and model._target_ is None
+        if model._target_ is not None:
+            self.gnn = instantiate_target(model, in_dim, out_dim, num_layers)
+            require_reference_model(model, type(self.gnn))
         elif kind == "sage":
             self.gnn = GraphSAGE(in_dim, hidden, num_layers, out_dim, dropout=dropout)
         elif kind == "gcn":
@@ -90,17 +88,17 @@ class ReferenceModel(torch.nn.Module):
         return out[:batch.batch_size]
 
 
-def require_reference_model(cfg_model, cls: type | None = None) -> None:
+def require_reference_model(model, cls: type | None = None) -> None:
     """The reference runs a `model._target_` with PyG's own `forward(x, edge_index)` on
     NeighborLoader batches: it must be a PyG `BasicGNN`. `cls`: the class built, else the one named."""
     from torch_geometric.nn.models.basic_gnn import BasicGNN
-    if "_target_" not in cfg_model:
+    if model._target_ is None:
         return
-    cls = cls or target_class(cfg_model)
+    cls = cls or target_class(model)
     if cls is None or (isinstance(cls, type) and issubclass(cls, BasicGNN)):
         return  # None: the name does not import, and conveyor's own build says so first
     raise ConveyorError(
-        f"mode=compare cannot build a PyG reference for model._target_={cfg_model._target_}: the "
+        f"mode=compare cannot build a PyG reference for model._target_={model._target_}: the "
         f"reference trains PyG's own models on NeighborLoader batches (forward(x, edge_index)), and "
         f"a {cls.__name__} is not one of PyG's BasicGNN models (GraphSAGE, GCN, GAT, GIN, EdgeCNN or "
         f"a subclass), whose layers conveyor runs hop by hop too. Compare a BasicGNN instead (e.g. "
@@ -117,24 +115,24 @@ def pyg_workers(setting) -> int:
     return min(PYG_EXAMPLE_WORKERS, max(1, cores - 2))
 
 
-def reference_inference(cfg, model: ReferenceModel) -> str:
+def reference_inference(settings, model: ReferenceModel) -> str:
     """`trainer.inference` for the reference, resolved as conveyor resolves it for its own model.
     A graph-free MLP reads only the seeds' own features, so there both are the same: sampled."""
-    return "sampled" if model.graph_free else resolve_inference(str(cfg.trainer.inference), model.gnn)
+    return "sampled" if model.graph_free else resolve_inference(settings.trainer.inference, model.gnn)
 
 
-def reference_setup(cfg, model: ReferenceModel, device: torch.device) -> dict:
+def reference_setup(settings, model: ReferenceModel, device: torch.device) -> dict:
     """How the reference runs, for metrics.json and the comparison: model, loader, workers,
     evaluation, device."""
     import torch_geometric.typing as pyg_typing
-    workers = pyg_workers(cfg.compare.get("pyg_workers", "auto"))
+    workers = pyg_workers(settings.compare.pyg_workers)
     return {"model": type(model.gnn).__name__, "parameters": sum(p.numel() for p in model.parameters()),
             "loader": "NeighborLoader", "workers": workers,
             "persistent_workers": workers > 0,
             "sampling": "pyg-lib" if pyg_typing.WITH_PYG_LIB else "torch_sparse",
             # torch's DataLoader gives each worker one thread; the training process keeps its own.
             "worker_threads": 1 if workers else None, "torch_threads": torch.get_num_threads(),
-            "evaluation": reference_inference(cfg, model), "device": str(device)}
+            "evaluation": reference_inference(settings, model), "device": str(device)}
 
 
 def to_pyg_data(graph: Graph):
@@ -142,26 +140,25 @@ def to_pyg_data(graph: Graph):
     return Data(x=graph.x, y=graph.y, edge_index=graph.edge_index(), num_nodes=graph.num_nodes)
 
 
-def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
+def train_reference(settings, graph: Graph, out_dir, device: torch.device) -> dict:
     """Train the reference for `trainer.epochs` with seed `run.seed`; write `metrics.json` and
     TensorBoard scalars into `out_dir` in the same shape as conveyor's trainer; return
     metrics.json's `epochs` and `final` (`final["setup"]`: how it ran), and the trained `model`."""
     require_neighbor_sampling()
-    require_reference_model(cfg.model)
-    seed, epochs = int(cfg.run.seed), int(cfg.trainer.epochs)
-    fanouts = [int(f) for f in cfg.sampler.fanouts]
-    eval_every, progress = int(cfg.trainer.get("eval_every", 1)), bool(cfg.trainer.progress)
+    require_reference_model(settings.model)
+    trainer = settings.trainer
+    seed, epochs, fanouts = settings.run.seed, trainer.epochs, list(settings.sampler.fanouts)
+    eval_every, progress = trainer.eval_every, trainer.progress
     torch.manual_seed(seed)  # model init, the loader's shuffle, dropout and torch_sparse's sampling
-    model = ReferenceModel(cfg.model, graph.x.size(1), int(graph.num_classes), len(fanouts)).to(device)
-    setup = reference_setup(cfg, model, device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(cfg.trainer.lr),
-                                 weight_decay=float(cfg.trainer.get("weight_decay", 0.0)))
+    model = ReferenceModel(settings.model, graph.x.size(1), int(graph.num_classes), len(fanouts)).to(device)
+    setup = reference_setup(settings, model, device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=trainer.lr, weight_decay=trainer.weight_decay)
     data = to_pyg_data(graph)
     with warnings.catch_warnings():  # PyG nags about pyg-lib when it samples with torch_sparse
         warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
-        train_loader, eval_loaders = _loaders(cfg, graph, data, fanouts, setup["workers"])
+        train_loader, eval_loaders = _loaders(trainer, graph, data, fanouts, setup["workers"])
 
-    recorder = RunRecorder(out_dir, OmegaConf.to_container(cfg, resolve=True))
+    recorder = RunRecorder(out_dir, settings.to_dict())
     run_start = time.perf_counter()
     best = {"val_acc": -1.0, "test_acc": None, "epoch": None}
     for epoch in range(1, epochs + 1):
@@ -171,7 +168,7 @@ def train_reference(cfg, graph: Graph, out_dir, device: torch.device) -> dict:
         record["epoch_time_s"] = time.perf_counter() - t0
         if epoch % eval_every == 0 or epoch == epochs:
             record.update(_evaluate_splits(model, eval_loaders, device, seed, setup["evaluation"], graph,
-                                           int(cfg.trainer.eval_batch_size)))
+                                           trainer.eval_batch_size))
             if record.get("val_acc", -1.0) > best["val_acc"]:
                 best = {"val_acc": record["val_acc"], "test_acc": record.get("test_acc"), "epoch": epoch}
         log.info("pyg epoch %d: loss %.4f train %.4f val %s test %s | %.2fs", epoch, record["loss"],
@@ -214,17 +211,17 @@ def _final(history: list, best: dict, run_start: float) -> dict:
             "wall_time_s": time.perf_counter() - run_start}
 
 
-def _loaders(cfg, graph: Graph, data, fanouts, workers: int):
+def _loaders(trainer, graph: Graph, data, fanouts, workers: int):
     """Training batches as in PyG's example, from `workers` processes kept across epochs; val/test
     batches as conveyor's trainer evaluates. Their workers start afresh at each evaluation: they
     then take their seeds from the re-seeded training process, so every evaluation samples the
     same subgraphs (persistent workers would carry their random streams over)."""
     from torch_geometric.loader import NeighborLoader
-    train_loader = NeighborLoader(data, num_neighbors=fanouts, batch_size=int(cfg.trainer.batch_size),
+    train_loader = NeighborLoader(data, num_neighbors=fanouts, batch_size=trainer.batch_size,
                                   input_nodes=graph.train_idx, shuffle=True, num_workers=workers,
                                   persistent_workers=workers > 0)
     eval_loaders = {split: NeighborLoader(data, num_neighbors=fanouts, input_nodes=idx, shuffle=False,
-                                          batch_size=int(cfg.trainer.eval_batch_size),
+                                          batch_size=trainer.eval_batch_size,
                                           num_workers=workers)
                     for split in ("val", "test")
                     if (idx := getattr(graph, f"{split}_idx")) is not None and idx.numel() > 0}

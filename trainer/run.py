@@ -17,17 +17,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from conveyor.cache.configured import cache_from_config
+from conveyor.cache import CacheSpec
 from conveyor.partition import ConveyorError, Graph
-from conveyor.pipeline.memory import largest_batch_ratio
+from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
-from conveyor.pipeline.serial import SerialBatches
-from conveyor.samplers import build_sampler, resolve_sampler_name
+from conveyor.samplers import SamplerSpec
 
 from .checkpoint import BEST, restore_weights, save_checkpoint
-from .config import check_config
 from .context import LocalContext
 from .evaluation import split_figures
 from .layerwise import resolve_inference
@@ -39,6 +36,7 @@ from .precision import Precision, resolve_precision
 from .provenance import provenance
 from .resume import apply_optimizer_settings
 from .schedule import build_scheduler, step_scheduler
+from .settings import Settings
 
 log = logging.getLogger("conveyor")
 NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
@@ -55,7 +53,7 @@ class TrainResult:
 @dataclass
 class Run:
     """What one training run holds between its steps."""
-    cfg: DictConfig
+    settings: Settings
     ctx: Any  # LocalContext or distributed.RankContext
     out_dir: Path
     graph: Graph
@@ -74,39 +72,35 @@ class Run:
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.run.seed)
+        return self.settings.run.seed
 
     @property
     def epochs(self) -> int:
-        return int(self.cfg.trainer.epochs)
+        return self.settings.trainer.epochs
 
 
-def build_batch_source(cfg, graph: Graph, device: torch.device, recorder=None):
-    """The stage(s) that turn seeds into prepared batches: in-process or a process pipeline.
-    `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
-    sampler_name = resolve_sampler_name(cfg.sampler.name, device)
-    if cfg.pipeline.name == "async":
-        from conveyor.pipeline import AsyncBatches  # starts processes: only when asked for
-        return AsyncBatches(cfg, graph, device, sampler_name, recorder)
-    sampler = build_sampler(sampler_name, graph, list(cfg.sampler.fanouts), device=device,
-                            seed=int(cfg.run.seed), deterministic=bool(cfg.sampler.deterministic))
-    return SerialBatches(sampler, cache_from_config(cfg, graph, device), graph.y, device,
-                         largest_batch_ratio(cfg.trainer))
+def build_batch_source(settings: Settings, graph: Graph, device: torch.device, recorder=None):
+    """The stage(s) that turn seeds into prepared batches, each built from its own settings: the
+    sampler's, the cache's, the pipeline's (in-process or a process pipeline). `recorder` (a
+    RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+    seed = settings.run.seed
+    return batch_source(graph, SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed), device,
+                        settings.pipeline, settings.trainer.largest_batch_ratio, recorder)
 
 
-def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
+def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
           make_optimizer: Callable | None = None) -> TrainResult:
-    """Train as configured, alone or (with a `distributed.RankContext`) as one DDP rank.
-    `model` replaces the one `cfg.model` describes (it must follow the contract of
-    `trainer.models`: `forward(x, layers)`); `make_optimizer(parameters)` replaces Adam."""
-    check_config(cfg)
-    run = start_run(cfg, ctx or LocalContext(cfg), model, make_optimizer)
+    """Train with these settings (checked as they were built, at the entry point), alone or (with
+    a `distributed.RankContext`) as one DDP rank. `model` replaces the one `settings.model`
+    describes (it must follow the contract of `trainer.models`: `forward(x, layers)`);
+    `make_optimizer(parameters)` replaces Adam."""
+    run = start_run(settings, ctx or LocalContext(settings), model, make_optimizer)
     try:
         for epoch in range(run.start_epoch, run.epochs + 1):
             if patience_ran_out(run):
                 break
             record = train_one_epoch(run, epoch)
-            if epoch % int(cfg.trainer.eval_every) == 0 or epoch == run.epochs:
+            if epoch % settings.trainer.eval_every == 0 or epoch == run.epochs:
                 record.update(evaluate_splits(run, epoch))
             step_scheduler(run.scheduler, record)
             end_epoch(run, record)
@@ -115,56 +109,57 @@ def train(cfg: DictConfig, ctx=None, model: torch.nn.Module | None = None,
     return finish_run(run)
 
 
-def start_run(cfg: DictConfig, ctx, model=None, make_optimizer=None) -> Run:
+def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     """Check out_dir (before any data is read), then load the graph, build the model, the
     optimizer and its lr schedule, restore a checkpoint to resume from, and open the recorder and
     the batch source."""
-    out_dir, state = ctx.prepare_out_dir(cfg)
+    trainer = settings.trainer
+    out_dir, state = ctx.prepare_out_dir(settings)
     if ctx.is_main:
         setup_logging(out_dir)
         sweep_leftovers()  # of runs killed before they could clean up
-        if state is None and cfg.run.resume:
+        if state is None and settings.run.resume:
             log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
-    precision = resolve_precision(cfg.trainer.precision, ctx.device)
+    precision = resolve_precision(trainer.precision, ctx.device)
     precision.apply()
     log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
-    torch.manual_seed(int(cfg.run.seed))
+    torch.manual_seed(settings.run.seed)
     if model is None:
-        model = build_model(cfg.model, graph.x.size(1), int(graph.num_classes), len(cfg.sampler.fanouts))
+        model = build_model(settings.model, graph.x.size(1), int(graph.num_classes), len(settings.sampler.fanouts))
     else:
-        log.info("model: the given %s (cfg.model unused)", type(model).__name__)
+        log.info("model: the given %s (the model settings unused)", type(model).__name__)
     model = model.to(ctx.device)
-    inference = resolve_inference(str(cfg.trainer.inference), model)
+    inference = resolve_inference(trainer.inference, model)
     log.info("evaluation: %s", inference)
-    check_validation_nodes(cfg, ctx, graph)
-    optimizer = (make_optimizer or partial(torch.optim.Adam, lr=float(cfg.trainer.lr),
-                                           weight_decay=float(cfg.trainer.weight_decay)))(model.parameters())
-    scheduler = build_scheduler(cfg.trainer, optimizer)
+    check_validation_nodes(trainer, ctx, graph)
+    optimizer = (make_optimizer or partial(torch.optim.Adam, lr=trainer.lr,
+                                           weight_decay=trainer.weight_decay))(model.parameters())
+    scheduler = build_scheduler(trainer, optimizer)
     start_epoch, history, best = 1, [], dict(NO_BEST)
-    config = OmegaConf.to_container(cfg, resolve=True)
+    config = settings.to_dict()
     if state is not None:
         restore_weights(model, optimizer, state, out_dir)
         if scheduler is not None and "scheduler" in state:
             scheduler.load_state_dict(state["scheduler"])
         elif scheduler is not None:
             log.warning("the checkpoint holds no lr schedule state: %s starts afresh",
-                        cfg.trainer.lr_schedule)
+                        trainer.lr_schedule)
         apply_optimizer_settings(optimizer, state.get("config"), config)
         start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
         log.info("resuming after epoch %d", state["epoch"])
     recorder = ctx.recorder(out_dir, config, history)
-    source = build_batch_source(cfg, graph, ctx.device, recorder)
-    return Run(cfg, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
+    source = build_batch_source(settings, graph, ctx.device, recorder)
+    return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best)
 
 
-def check_validation_nodes(cfg, ctx, graph: Graph) -> None:
+def check_validation_nodes(trainer, ctx, graph: Graph) -> None:
     """Early stopping and the plateau schedule watch the validation accuracy: refuse them, before
     the first epoch, on a graph without validation nodes (on any rank)."""
-    uses = [f"trainer.patience={cfg.trainer.patience}"] if cfg.trainer.patience else []
-    uses += ["trainer.lr_schedule=plateau"] if cfg.trainer.lr_schedule == "plateau" else []
+    uses = [f"trainer.patience={trainer.patience}"] if trainer.patience else []
+    uses += ["trainer.lr_schedule=plateau"] if trainer.lr_schedule == "plateau" else []
     if not uses:
         return
     local = 0 if graph.val_idx is None else graph.val_idx.numel()
@@ -186,9 +181,9 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
 
     start = time.perf_counter()
     batches = run.source.run(seed_batches, stream_seed(rseed, epoch, STREAM_SAMPLER))
-    progress = bool(run.cfg.trainer.progress) and run.ctx.is_main
+    progress = run.settings.trainer.progress and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
-                        f"epoch {epoch}/{run.epochs}", on_log, int(run.cfg.trainer.log_every),
+                        f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
                         run.precision.autocast)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
@@ -220,7 +215,7 @@ def patience_ran_out(run: Run) -> bool:
     """Early stopping: trainer.patience evaluations since the best validation accuracy, none of
     them better. Read from the history, so a resumed run counts the evaluations before it too
     (and one that had stopped stops again at once, unless given more patience)."""
-    patience, best_epoch = run.cfg.trainer.patience, run.best["epoch"]
+    patience, best_epoch = run.settings.trainer.patience, run.best["epoch"]
     if not patience or best_epoch is None:
         return False
     history = run.recorder.epochs

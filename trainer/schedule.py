@@ -13,33 +13,21 @@ from __future__ import annotations
 
 from torch.optim import lr_scheduler
 
-from conveyor.partition import ConveyorError
+from .settings import SCHEDULES, TrainerSettings
 
-SCHEDULES = ("none", "cosine", "step", "plateau")
-
-
-def check_schedule(trainer_cfg) -> None:
-    """What the schema's per-key ranges cannot see: cosine and plateau go down to lr_min."""
-    name, lr, lr_min = str(trainer_cfg.lr_schedule), float(trainer_cfg.lr), float(trainer_cfg.lr_min)
-    if name in ("cosine", "plateau") and lr_min >= lr:
-        raise ConveyorError(f"trainer.lr_schedule={name} lowers the lr from trainer.lr={lr:g} to "
-                            f"trainer.lr_min={lr_min:g}, which is not lower; set trainer.lr_min "
-                            f"below trainer.lr (e.g. 0).")
+__all__ = ["SCHEDULES", "build_scheduler", "step_scheduler"]
 
 
-def build_scheduler(trainer_cfg, optimizer):
-    """The configured scheduler over `optimizer`, or None for `none`."""
-    name = str(trainer_cfg.lr_schedule)
-    if name == "cosine":
-        return lr_scheduler.CosineAnnealingLR(optimizer, T_max=int(trainer_cfg.epochs),
-                                              eta_min=float(trainer_cfg.lr_min))
-    if name == "step":
-        return lr_scheduler.StepLR(optimizer, step_size=int(trainer_cfg.lr_step_size),
-                                   gamma=float(trainer_cfg.lr_gamma))
-    if name == "plateau":  # threshold 0: "better" is strictly higher, as for the best checkpoint
-        return lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=float(trainer_cfg.lr_gamma),
-                                              patience=int(trainer_cfg.lr_patience), threshold=0.0,
-                                              min_lr=float(trainer_cfg.lr_min))
+def build_scheduler(trainer: TrainerSettings, optimizer):
+    """The scheduler `trainer.lr_schedule` names over `optimizer`, or None for `none` (the
+    settings refuse a cosine or plateau schedule whose lr_min is not below lr)."""
+    if trainer.lr_schedule == "cosine":
+        return lr_scheduler.CosineAnnealingLR(optimizer, T_max=trainer.epochs, eta_min=trainer.lr_min)
+    if trainer.lr_schedule == "step":
+        return lr_scheduler.StepLR(optimizer, step_size=trainer.lr_step_size, gamma=trainer.lr_gamma)
+    if trainer.lr_schedule == "plateau":  # threshold 0: "better" is strictly higher, as for the best checkpoint
+        return lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=trainer.lr_gamma,
+                                              patience=trainer.lr_patience, threshold=0.0, min_lr=trainer.lr_min)
     return None
 
 

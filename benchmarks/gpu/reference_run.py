@@ -24,12 +24,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path)
     args, overrides = p.parse_known_args()
-    from conveyor.compose import compose_config
+    from conveyor.config import load_settings
     from conveyor.partition.datasets import load_configured
     from conveyor.partition.device import resolve_device, use_device
     from conveyor.trainer.reference import train_reference
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cfg = compose_config(overrides)  # as launch.py composes it (resolvers, one-paragraph errors)
+    cfg = load_settings(overrides)  # as launch.py builds the settings (resolvers, one-paragraph errors)
     device = use_device(resolve_device(cfg.run.device))
     graph = load_configured(cfg.data)
     result = train_reference(cfg, graph, args.out, device)

@@ -13,10 +13,8 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 """
 from __future__ import annotations
 
-import os
+import inspect
 from pathlib import Path
-
-from omegaconf import OmegaConf
 
 from ..errors import ConveyorError
 from ..graph import Graph
@@ -25,38 +23,44 @@ from .common import check_options
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
 DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory")
-# The options each loader takes; every one is declared, with its meaning, in that dataset's YAML
-# (conf/data/<name>.yaml; tests/test_config_keys.py checks it).
-OPTIONS = {"synthetic": ("scale", "seed", "num_features", "num_classes"),
-           "custom": ("path", "undirected", "num_classes")}
 
 
 def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
-    """Load dataset `name` (one of `DATASETS`) kept under the directory `root`."""
+    """Load dataset `name` (one of `DATASETS`) kept under the directory `root`; `options` are its
+    loader's own keyword arguments (synthetic: scale, seed, ...; custom: path, ...)."""
     key = str(name).lower()
     if key not in DATASETS:
         raise ConveyorError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}.")
-    check_options(key, options, OPTIONS.get(key, ()))
     if key == "memory":
+        check_options(key, options, ())
         raise ConveyorError("data=memory stands for a graph handed to conveyor.fit() in Python, so "
                             "there is nothing to load; on the command line choose a dataset "
                             "(e.g. data=cora) or your own arrays (data=custom data.path=DIR).")
+    load = loader(key)
+    check_options(key, options, tuple(p for p in inspect.signature(load).parameters if p not in ("name", "root")))
     if key == "custom":
-        from .custom import load_custom
         path = options.pop("path", None) or root
-        return load_custom(None if path is None else Path(path).expanduser(), **options)
+        return load(None if path is None else Path(path).expanduser(), **options)
     if root is None:
         raise ConveyorError(f"dataset {key!r} needs a root directory to keep its files in "
                             f"(data.root in the config).")
     root = check_root(root)
+    return load(key, root) if key in PLANETOID + OGB else load(root, **options)
+
+
+def loader(key: str):
+    """The function that loads dataset `key`; its keyword arguments are the dataset's options."""
+    if key == "custom":
+        from .custom import load_custom
+        return load_custom
     if key in PLANETOID:
         from .planetoid import load_planetoid
-        return load_planetoid(key, root)
+        return load_planetoid
     if key in OGB:
         from .ogbn import load_ogb
-        return load_ogb(key, root)
+        return load_ogb
     from .synthetic import load_synthetic
-    return load_synthetic(root, **options)
+    return load_synthetic
 
 
 def check_root(root: str | Path) -> Path:
@@ -72,17 +76,14 @@ def check_root(root: str | Path) -> Path:
     return root
 
 
-def load_configured(cfg_data) -> Graph:
-    """The graph a run's `data` config describes (conf/data/*.yaml): `name`, `root`, the loader's
-    options, and `normalize_features`; checked to have features, labels and training nodes.
-    Training, `conveyor partition` and the comparison all load through here, so they agree on
-    the graph (and a saved partitioning's fingerprint matches)."""
-    options = {k: v for k, v in OmegaConf.to_container(cfg_data, resolve=True).items()
-               if k not in ("name", "root", "normalize_features")}
-    root = cfg_data.get("root")
-    root = None if root is None else os.path.expanduser(str(root))
-    graph = check_trainable(load_dataset(str(cfg_data.name), root=root, **options), str(cfg_data.name))
-    if cfg_data.get("normalize_features", False):  # as PyG's NormalizeFeatures: rows sum to 1
+def load_configured(data) -> Graph:
+    """The graph a run's data settings describe (`DataSettings`, partition/settings.py): `name`,
+    `root`, the loader's options, and `normalize_features`; checked to have features, labels and
+    training nodes. Training, `conveyor partition` and the comparison all load through here, so
+    they agree on the graph (and a saved partitioning's fingerprint matches)."""
+    root = data.root_folder() if data.name != "custom" else None  # custom reads data.path
+    graph = check_trainable(load_dataset(data.name, root=root, **data.options()), data.name)
+    if data.normalize_features:  # as PyG's NormalizeFeatures: rows sum to 1
         graph.x = graph.x / graph.x.sum(1, keepdim=True).clamp(min=1e-12)
     return graph
 
