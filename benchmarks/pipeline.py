@@ -188,8 +188,8 @@ def run_mode(args, mode: str) -> dict:
             synchronize(device)
             epochs.append({"epoch": epoch, "time_s": time.perf_counter() - start, "loss": stats["loss"]})
             batches = len(seeds)
-            if epoch == 1 and hasattr(source, "totals"):
-                warm = dict(source.totals)  # the pipeline's figures count from here
+            if epoch == 1 and hasattr(source, "monitor"):  # AsyncBatches
+                warm = dict(source.monitor.totals)  # the pipeline's figures count from here
         pipeline = steady_pipeline_stats(source, warm) if warm is not None else None
     finally:
         source.close()
@@ -225,7 +225,7 @@ class BatchBytes:
 def steady_pipeline_stats(source, warm: dict) -> dict:
     """AsyncBatches' figures over the epochs after the first (start-up, and the first use of
     every shared buffer, which the kernel has to page in)."""
-    t = {k: source.totals[k] - warm[k] for k in warm}
+    t = {k: source.monitor.totals[k] - warm[k] for k in warm}
     n, wall = max(t["batches"], 1), max(t["wall_s"], 1e-9)
     return {"batches": t["batches"], "ipc_s_per_batch": t["ipc_s"] / n,
             "ipc_fraction": t["ipc_s"] / wall, "trainer_wait_fraction": t["trainer_wait_s"] / wall,
@@ -234,7 +234,7 @@ def steady_pipeline_stats(source, warm: dict) -> dict:
             "slot_bytes_per_batch": t["slot_bytes"] / n if "slot_bytes" in t else None,
             "first_epoch": {"ipc_s_per_batch": warm["ipc_s"] / max(warm["batches"], 1),
                             "trainer_wait_s": warm["trainer_wait_s"]},
-            "limits": dict(source.pace.limits), "mps_percent": dict(source.percentages)}
+            "limits": dict(source.monitor.pace.limits), "mps_percent": dict(source.mps.percentages)}
 
 
 def timed(fn, items, threads: int, device):

@@ -18,12 +18,17 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     batch.py     PreparedBatch and BatchCost, what both sources yield
     serial.py    SerialBatches: sample then gather, in the caller's process (`pipeline=serial`)
     source.py    AsyncBatches: the sampler and the loader in two processes joined by queues
-                 (TurboGNN), paced by queue depths and, under CUDA MPS, by per-process SM shares
+                 (TurboGNN), paced by queue depths and, under CUDA MPS, by per-process SM shares;
+                 it ties together, one job each:
+    processes.py   the stage processes, their queues and control block
+    watch.py       faults and stalls (PipelineError)
+    transport.py   batch messages in, views of their slots, slots back
+    monitor.py     statistics, TensorBoard scalars, pace decisions
+    mps.py         CUDA MPS detection and SM shares (MPSShares)
     stages.py    the sampler and loader process bodies
     slots.py     recycled shared buffers that carry batches between processes
     control.py   the counters and switches the processes share
     pace.py      the pace controller
-    mps.py       CUDA MPS detection and SM shares
     settings.py  `pipeline.*`, declared and typed (PipelineSettings)
     sharing.py   opening the trainer's graph in the stage processes without copying it
     shutdown.py  starting and stopping processes so nothing hangs or is left behind

@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Dict, List, Mapping
 
+from .settings import PaceSettings
+
 
 @dataclass
 class Decision:
@@ -41,10 +43,11 @@ class Decision:
 
 
 class PaceController:
-    def __init__(self, queues, depth: int, interval: int = 10, patience: int = 5,
-                 wait_fraction: float = 0.05):
-        self.depth, self.interval, self.patience = int(depth), int(interval), int(patience)
-        self.wait_fraction = float(wait_fraction)
+    def __init__(self, queues, depth: int, pace: PaceSettings):
+        """`depth`: the highest limit (`pipeline.depth`); `pace`: `pipeline.pace` (interval,
+        patience, wait_fraction: see the module doc)."""
+        self.depth, self.interval, self.patience = depth, pace.interval, pace.patience
+        self.wait_fraction = pace.wait_fraction
         self.limits: Dict[str, int] = {q: self.depth for q in queues}
         self.floors: Dict[str, int] = {q: 1 for q in queues}
         self.depths = {q: deque(maxlen=self.patience) for q in queues}

@@ -242,52 +242,71 @@ def run_sampler(stage: Stage, graph) -> None:
 
 
 def run_loader(stage: Stage, graph) -> None:
-    spec, control = stage.spec, stage.control
-    cache = built(spec.work.features, graph, stage.device)
-    fit_pending = getattr(cache, "auto", False) and stage.device.type == "cuda"  # sized once training has peaked
-    labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
-    reader, writer = SlotReader(), SlotWriter(stage.device)
-    unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
-    stage.send("ready", os.getpid(), repr(cache))
+    """Gathers each sampled batch's features (through the feature source) and labels straight into
+    a ready slot, and passes the batch on to the trainer."""
+    loader = Loader(stage, graph)
+    stage.send("ready", os.getpid(), repr(loader.cache))
     while True:
         start = time.perf_counter()
-        message = stage.get(spec.inbox)
+        message = stage.get(stage.spec.inbox)
         got = time.perf_counter()
-        control.add("loader_wait_ns", (got - start) * 1e9)
-        control.add("sampled_taken")
+        stage.control.add("loader_wait_ns", (got - start) * 1e9)
+        stage.control.add("sampled_taken")
+        loader.load(message, got)
+
+
+class Loader:
+    """The loader stage's state: its feature source, the labels on its device, its slot reader
+    and writer, and the sampler's grown buffers it still has to forward (CPU)."""
+
+    def __init__(self, stage: Stage, graph):
+        self.stage = stage
+        self.cache = built(stage.spec.work.features, graph, stage.device)
+        self.fit_pending = getattr(self.cache, "auto", False) and stage.device.type == "cuda"  # once trained a bit
+        self.labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
+        self.reader, self.writer = SlotReader(), SlotWriter(stage.device)
+        self.unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
+
+    def load(self, message: BatchMessage, got: float) -> None:
+        """One sampled batch, taken off the queue at `got`: dropped if its job is over, else
+        gathered into a ready slot and sent on."""
+        stage, control = self.stage, self.stage.control
         sampled_slot, sampled = message.slots["sampled"]
-        views = reader.unpack(sampled_slot, sampled)
+        views = self.reader.unpack(sampled_slot, sampled)
         if stage.device.type == "cpu":
-            unforwarded.setdefault(sampled_slot, {}).update(sampled["grown"])
+            self.unforwarded.setdefault(sampled_slot, {}).update(sampled["grown"])
         if message.job != control["job"]:  # a job the trainer stopped reading
             del views
-            spec.inbox_free.put(sampled_slot)
-            continue
-        if fit_pending and control["trained"] >= WARMUP_BATCHES:
-            fit_pending = False
-            fit_cache(stage, cache, reader, writer)
+            stage.spec.inbox_free.put(sampled_slot)
+            return
+        if self.fit_pending and control["trained"] >= WARMUP_BATCHES:
+            self.fit_pending = False
+            fit_cache(stage, self.cache, self.reader, self.writer)
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
-        begin, written = time.perf_counter(), writer.bytes_written
-        before = feature_stats(cache)
-        packed = gather_into_slot(cache, labels, SampledBatch.from_tensors(views, message.counts),
-                                  writer, slot)
+        begin, written, before = time.perf_counter(), self.writer.bytes_written, feature_stats(self.cache)
+        packed = gather_into_slot(self.cache, self.labels, SampledBatch.from_tensors(views, message.counts),
+                                  self.writer, slot)
         synchronize(stage.device)
-        gathered = time.perf_counter()
         del views  # the sampled slot now belongs to the trainer, which releases it
-        cost = message.cost.gathered(gathered - begin, before, feature_stats(cache))
-        cost = cost.plus_ipc(unpacked - got, writer.bytes_written - written)
-        # On a GPU the trainer gets the grown buffers from the sampler (a CUDA tensor received by
-        # IPC cannot be sent on). On the CPU they go on from here: unpickling a shared CPU buffer
-        # asks its sender for the file descriptor, and a sender that is stopped (a stall) would
-        # then hang the trainer inside the unpickling, where no stall timeout can reach it.
-        forwarded = {"shapes": sampled["shapes"], "grown": unforwarded.pop(sampled_slot, {})}
+        cost = message.cost.gathered(time.perf_counter() - begin, before, feature_stats(self.cache))
+        cost = cost.plus_ipc(unpacked - got, self.writer.bytes_written - written)
+        self.send(message, sampled, slot, packed, cost)
+
+    def send(self, message: BatchMessage, sampled: dict, slot: int, packed: dict, cost: BatchCost) -> None:
+        """The batch on to the trainer, in both its slots. On a GPU the trainer gets the grown
+        buffers from the sampler (a CUDA tensor received by IPC cannot be sent on). On the CPU they
+        go on from here: unpickling a shared CPU buffer asks its sender for the file descriptor,
+        and a sender that is stopped (a stall) would then hang the trainer inside the unpickling,
+        where no stall timeout can reach it."""
+        sampled_slot = message.slots["sampled"][0]
+        forwarded = {"shapes": sampled["shapes"], "grown": self.unforwarded.pop(sampled_slot, {})}
         message = BatchMessage(message.job, message.index,
                                {"sampled": (sampled_slot, forwarded), "ready": (slot, packed)},
                                message.counts, cost, message.sampler_grown)
-        control.add("loader_busy_ns", cost.gather_s * 1e9)
-        control.add("loaded")
-        spec.outbox.put(message)
+        self.stage.control.add("loader_busy_ns", cost.gather_s * 1e9)
+        self.stage.control.add("loaded")
+        self.stage.spec.outbox.put(message)
 
 
 def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slot: int) -> dict:

@@ -4,6 +4,7 @@ keep up, and the queue never holds more than `depth` batches."""
 import pytest
 
 from conveyor.pipeline.pace import PaceController
+from conveyor.pipeline.settings import PaceSettings
 
 DEPTH = 4
 
@@ -16,7 +17,7 @@ class Simulation:
 
     def __init__(self, produce_s, train_s, interval=10, patience=5):
         self.produce_s, self.train_s = produce_s, train_s
-        self.pace = PaceController(["ready"], DEPTH, interval, patience)
+        self.pace = PaceController(["ready"], DEPTH, PaceSettings(interval=interval, patience=patience))
         self.now = 0.0  # when the trainer is free
         self.limits, self.waits, self.deepest = [], [], 0
         self._window = [0.0, 0.0, 0.0]  # start, trainer wait, producer held back
@@ -103,7 +104,7 @@ def test_a_slow_producer_moves_no_limit():
 
 
 def test_a_limit_that_made_the_trainer_wait_is_not_tried_again():
-    pace = PaceController(["ready"], depth=4, interval=5, patience=5)
+    pace = PaceController(["ready"], 4, PaceSettings(interval=5, patience=5))
     for _ in range(200):  # full, no wait: tightened down to 1
         if pace.observe({"ready": pace.limits["ready"]}):
             pace.decide({"ready": 0.0}, {"ready": 0.5})
@@ -118,7 +119,7 @@ def test_a_limit_that_made_the_trainer_wait_is_not_tried_again():
 
 
 def test_a_balanced_pipeline_is_left_alone():
-    pace = PaceController(["sampled", "ready"], depth=4, interval=5, patience=5)
+    pace = PaceController(["sampled", "ready"], 4, PaceSettings(interval=5, patience=5))
     for step in range(100):  # depths that go up and down, consumers that hardly wait
         if pace.observe({"sampled": step % 3, "ready": (step + 1) % 2}):
             assert pace.decide({"sampled": 0.01, "ready": 0.02}, {"sampled": 0.3, "ready": 0.3}) == []

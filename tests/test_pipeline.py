@@ -167,16 +167,16 @@ def pipeline(tmp_path_factory):
 
 def test_pace_controller_holds_a_fast_loader_back_for_a_slow_trainer(pipeline):
     graph, source, _ = pipeline
-    assert source.pace.limits == {"sampled": 3, "ready": 3}  # the first run of this pipeline
+    assert source.monitor.pace.limits == {"sampled": 3, "ready": 3}  # the first run of this pipeline
     seeds = epoch_seed_batches(graph.train_idx, 8, run_seed=0, epoch=5)[:30]
     depths = []
     for _ in source.run(seeds, 3):
         time.sleep(0.06)  # a slow training step
-        depths.append(source.control.depth("ready"))
+        depths.append(source.stages.control.depth("ready"))
     assert max(depths) <= 3  # never more batches waiting than pipeline.depth
     # The ready queue stayed full, so the loader was made to back off (logged as decisions).
-    assert any(d.queue == "ready" and d.new < d.old for d in source.pace.decisions)
-    assert source.pace.limits["ready"] < 3
+    assert any(d.queue == "ready" and d.new < d.old for d in source.monitor.pace.decisions)
+    assert source.monitor.pace.limits["ready"] < 3
 
 
 def test_async_batches_equal_serial_batches(pipeline):
@@ -196,7 +196,7 @@ def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     (12 float32 features a node, int64 ids and edges, int16 labels). Before: n_id and the edges twice."""
     graph, source, serial = pipeline
     seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=7)[:4]
-    before = dict(source.totals)
+    before = dict(source.monitor.totals)
     expected = []
     for a, s in zip(source.run(seeds, 11), serial.run(seeds, 11), strict=True):
         n, seeds_in_batch = s.batch.n_id.numel(), s.y.numel()
@@ -204,8 +204,8 @@ def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
         held = 8 * n + 2 * 8 * edges + 4 * 12 * n + 2 * seeds_in_batch
         assert a.cost.slot_bytes == held, (a.cost.slot_bytes, held)
         expected.append(held)
-    assert source.totals["slot_bytes"] - before["slot_bytes"] == sum(expected)
-    assert source.totals["batch_bytes"] - before["batch_bytes"] == sum(expected)
+    assert source.monitor.totals["slot_bytes"] - before["slot_bytes"] == sum(expected)
+    assert source.monitor.totals["batch_bytes"] - before["batch_bytes"] == sum(expected)
     assert source.stats()["bytes_written_ratio"] == 1.0  # every batch of this pipeline so far
 
 
@@ -244,18 +244,18 @@ def test_measured_sm_shares_restart_the_stages_with_their_own_percentage(pipelin
     processes restart, each with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the measured times."""
     graph, source, serial = pipeline
     old_pids = stage_pids(source)
-    source._warmup = {"sampler": [], "loader": [], "trainer": []}  # as _setup_mps does under MPS
-    source.options = dataclasses.replace(source.options, mps=dataclasses.replace(source.options.mps, warmup=6))
+    source.mps.warmup = {"sampler": [], "loader": [], "trainer": []}  # as MPSShares does under MPS
+    source.mps.mps = dataclasses.replace(source.mps.mps, warmup=6)
     seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=6)
     for _ in source.run(seeds, 4):
         time.sleep(0.1)  # training takes longer than sampling or gathering here
-    assert source.percentages["sampler"] < 100 and source.percentages["loader"] < 100
+    assert source.mps.percentages["sampler"] < 100 and source.mps.percentages["loader"] < 100
     assert_same_batches(source.run(seeds[:3], 8), serial.run(seeds[:3], 8))  # restarted first
     assert set(stage_pids(source)).isdisjoint(old_pids)
     assert_gone(old_pids)
     for name, proc in source.processes.items():
         environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
-        assert f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={source.percentages[name]}".encode() in environ
+        assert f"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={source.mps.percentages[name]}".encode() in environ
 
 
 def stats_ok(source) -> bool:
@@ -484,5 +484,6 @@ def test_the_pipelines_semaphores_carry_the_trainers_pid(pipeline):
     """So that the next run can sweep them by name if this one is killed (trainer/leftovers.py)."""
     graph, source, _ = pipeline
     list(source.run([graph.train_idx[:4]], 0))  # started
-    locks = [source.jobs._rlock, source.sampled._sem, source.ready._rlock, source.events._rlock]
+    stages = source.stages
+    locks = [stages.jobs._rlock, stages.sampled._sem, stages.ready._rlock, stages.events._rlock]
     assert all(lock._semlock.name.startswith(f"/mp-conveyor-{os.getpid()}-") for lock in locks)

@@ -148,7 +148,6 @@ def train_reference(settings, graph: Graph, out_dir, device: torch.device) -> di
     require_reference_model(settings.model)
     trainer = settings.trainer
     seed, epochs, fanouts = settings.run.seed, trainer.epochs, list(settings.sampler.fanouts)
-    eval_every, progress = trainer.eval_every, trainer.progress
     torch.manual_seed(seed)  # model init, the loader's shuffle, dropout and torch_sparse's sampling
     model = ReferenceModel(settings.model, graph.x.size(1), int(graph.num_classes), len(fanouts)).to(device)
     setup = reference_setup(settings, model, device)
@@ -164,9 +163,9 @@ def train_reference(settings, graph: Graph, out_dir, device: torch.device) -> di
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
         record = {"epoch": epoch, **_train_epoch(model, optimizer, train_loader, device,
-                                                  progress, f"pyg epoch {epoch}/{epochs}")}
+                                                  trainer.progress, f"pyg epoch {epoch}/{epochs}")}
         record["epoch_time_s"] = time.perf_counter() - t0
-        if epoch % eval_every == 0 or epoch == epochs:
+        if epoch % trainer.eval_every == 0 or epoch == epochs:
             record.update(_evaluate_splits(model, eval_loaders, device, seed, setup["evaluation"], graph,
                                            trainer.eval_batch_size))
             if record.get("val_acc", -1.0) > best["val_acc"]:

@@ -137,22 +137,28 @@ def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     optimizer = (make_optimizer or partial(torch.optim.Adam, lr=trainer.lr,
                                            weight_decay=trainer.weight_decay))(model.parameters())
     scheduler = build_scheduler(trainer, optimizer)
-    start_epoch, history, best = 1, [], dict(NO_BEST)
     config = settings.to_dict()
+    start_epoch, history, best = 1, [], dict(NO_BEST)
     if state is not None:
-        restore_weights(model, optimizer, state, out_dir)
-        if scheduler is not None and "scheduler" in state:
-            scheduler.load_state_dict(state["scheduler"])
-        elif scheduler is not None:
-            log.warning("the checkpoint holds no lr schedule state: %s starts afresh",
-                        trainer.lr_schedule)
-        apply_optimizer_settings(optimizer, state.get("config"), config)
-        start_epoch, history, best = state["epoch"] + 1, state["history"], state["best"]
-        log.info("resuming after epoch %d", state["epoch"])
+        start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
     source = build_batch_source(settings, graph, ctx.device, recorder)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best)
+
+
+def resume(state: dict, model, optimizer, scheduler, config: dict, out_dir) -> tuple[int, list, dict]:
+    """Restore the checkpoint `state` into the model, the optimizer and the lr schedule, with the
+    optimizer settings configured now (trainer/resume.py); the epoch to start from, the history
+    and the best figures so far."""
+    restore_weights(model, optimizer, state, out_dir)
+    if scheduler is not None and "scheduler" in state:
+        scheduler.load_state_dict(state["scheduler"])
+    elif scheduler is not None:
+        log.warning("the checkpoint holds no lr schedule state: %s starts afresh", config["trainer"]["lr_schedule"])
+    apply_optimizer_settings(optimizer, state.get("config"), config)
+    log.info("resuming after epoch %d", state["epoch"])
+    return state["epoch"] + 1, state["history"], state["best"]
 
 
 def check_validation_nodes(trainer, ctx, graph: Graph) -> None:
