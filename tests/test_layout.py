@@ -189,3 +189,24 @@ def test_benchmarks_import_no_tests():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(REPO)} imports {n}" for n in names if n.split(".")[0] == "tests"]
     assert found == [], "\n".join(found)
+
+
+LONG_FUNCTION, LONG_CLASS = 40, 200  # lines, docstrings included
+# The fused kernel's host class and its Triton kernel (samplers/fused*.py) are longer; they belong
+# to the GPU suite's work (benchmarks/gpu), which validates them on a GPU before they are reshaped.
+KNOWN_LONG = {"samplers/fused.py:FusedSampler", "samplers/fused_kernel.py:fused_sample_kernel"}
+
+
+def test_functions_and_classes_stay_short():
+    """Simple and readable: no function of the package over ~40 lines, no class over ~200."""
+    found = []
+    for folder in (*FOLDERS, "conveyor"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    limit = LONG_CLASS if isinstance(node, ast.ClassDef) else LONG_FUNCTION
+                    name = f"{path.relative_to(REPO)}:{node.name}"
+                    if lines > limit and name not in KNOWN_LONG:
+                        found.append(f"{name} has {lines} lines (at most {limit})")
+    assert found == [], "\n".join(found)
