@@ -287,11 +287,16 @@ def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, ed
            hop[:, None], indices, state, queue, records, edges, lo, cap, ctr, N, Q_CAP, R_CAP, E_STRIDE, L)
     if WIDE:  # a fanout above W: take-all rows may be longer than one tile
         rest = got & (big == 0) & (k > W)
-        for c0 in range(W, tl.max(tl.where(rest, k, 0), axis=0), TW):
+        longest = tl.max(tl.where(rest, k, 0), axis=0)
+        # A while loop, not range(W, longest, TW): Triton 3.6's interpreter turns a tensor bound into
+        # a Python int with int(array), which numpy >= 2.4 refuses for its 1-element arrays.
+        c0 = longest * 0 + W
+        while c0 < longest:
             wide = c0 + tl.arange(0, TW)[None, :]
             _visit(start[:, None] + wide, first + wide, rest[:, None] & (wide < k[:, None]), b[:, None],
                    v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
                    N, Q_CAP, R_CAP, E_STRIDE, L)
+            c0 += TW
 
 
 @triton.jit
