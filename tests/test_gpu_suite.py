@@ -3,6 +3,7 @@ device tool runs it, `--device cpu --tiny`, on a fresh copy of the tree with not
 graph, no installs, no prepared wheels) and `$OUT` a temporary folder, so the three calls a GPU
 machine gets do not rot between GPU windows. Phase 3 runs with phases 1 and 2 unpacked into its
 results, as README's "Validating on a GPU" says to commit them, so its summary covers all three."""
+import importlib.util
 import json
 import os
 import shutil
@@ -90,3 +91,19 @@ def test_the_figures_reach_the_json_and_the_summary(phases):
     assert f"bsp {sampling['bsp_ms']:.2f}" in summary and f"{cache['hit_ratio']:.3f}" in summary
     assert f"{stress['calls']} calls" in summary and f"{steps[3]['e2e_fused']['steady_epoch_s']:.2f}" in summary
     assert "No step failed." in summary
+
+
+def test_an_mps_daemon_that_does_not_start_is_recorded_as_unavailable(tmp_path, monkeypatch):
+    """benchmarks/pipeline.py goes on without the MPS run, and says why, when the daemon fails
+    (here a stand-in for nvidia-cuda-mps-control that refuses, as a VM without MPS would)."""
+    daemon = tmp_path / "nvidia-cuda-mps-control"
+    daemon.write_text("#!/bin/sh\necho 'MPS is not supported on this system' >&2\nexit 1\n")
+    daemon.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    spec = importlib.util.spec_from_file_location("pipeline_benchmark", REPO / "benchmarks" / "pipeline.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    results = {}
+    mps = benchmark.run_mps(None, results)  # never reaches a worker
+    assert mps["status"] == "unavailable" and "async_mps" not in results
+    assert "exited 1" in mps["reason"] and "MPS is not supported on this system" in mps["reason"]

@@ -60,6 +60,7 @@ PHASES = {
         ("e2e_pyg", measure.e2e_pyg), ("e2e_bsp", measure.e2e_bsp)],
 }
 MIN_STEP_S = 15  # a step that cannot have this much is recorded as not run
+MAX_ARCHIVED_BYTES = 4 * 2**20  # a bigger file (a runaway log) stays out of the archive, named in phase<N>.json
 
 
 def run_step(ctx: Context, name: str, step, results: dict) -> dict:
@@ -113,15 +114,24 @@ def run_phase(ctx: Context, out: Path | None) -> int:
     sys.stdout.flush()
     if out is not None:
         pack(ctx, out, results)
+    sys.stdout = sys.__stdout__
     return 1 if "failed" in statuses.values() or "not run" in statuses.values() else 0
 
 
 def pack(ctx: Context, out: Path, results: dict) -> None:
     """$OUT gets three files: phase<N>.tar.gz (the phase's folder), phase<N>.json, summary.md."""
     out.mkdir(parents=True, exist_ok=True)
+    left_out = []
+
+    def small(info):  # the tool brings back files of at most 16 MiB: no one file may swamp the archive
+        if info.size > MAX_ARCHIVED_BYTES:
+            left_out.append(f"{info.name} ({info.size} bytes)")
+            return None
+        return info
     with tarfile.open(out / f"phase{ctx.phase}.tar.gz", "w:gz") as tar:
-        tar.add(ctx.phase_dir, arcname=ctx.phase_dir.name)
-    record = {"phase": ctx.phase, "device": ctx.label, "commit": ctx.commit, "steps": results}
+        tar.add(ctx.phase_dir, arcname=ctx.phase_dir.name, filter=small)
+    record = {"phase": ctx.phase, "device": ctx.label, "commit": ctx.commit, "steps": results,
+              "left_out_of_archive": left_out}
     (out / f"phase{ctx.phase}.json").write_text(json.dumps(record, indent=1, default=str))
     shutil.copy(ctx.results / "summary.md", out / "summary.md")
     print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))} to {out}", flush=True)

@@ -6,11 +6,11 @@
   version the project's own environment runs, with the module it provides;
 - torch_scatter and torch_sparse as cp312 wheels BUILT HERE, CPU-only (PyG's NeighborLoader
   samples on the CPU), against torch 2.11.0, the image's torch (its PyPI build is the same CUDA
-  13.0 build). The build runs in a Python 3.12 virtualenv of its own under .cache/gpu-prepare/
-  (torch 2.11 with its CUDA libraries: ~4.6 GB, downloaded once), and its wheels are kept there,
-  so a second --prepare only copies them. They are checked before they are packed: they load
-  into that torch and sample a small graph, and they need no newer glibc/libstdc++ than Ubuntu
-  22.04 has;
+  13.0 build). The build runs in a Python 3.12 virtualenv of its own under
+  ~/.cache/conveyor/gpu-prepare/ (torch 2.11 with its CUDA libraries: ~4.6 GB, downloaded once),
+  and its wheels are kept there, so a second --prepare, from any checkout, only copies them.
+  They are checked before they are packed: they load into that torch and sample a small graph,
+  and they need no newer glibc/libstdc++ than Ubuntu 22.04 has;
 - the Planetoid raw files the tests read;
 and writes DIR/manifest.json. DIR must stay under 60 MiB: it travels with the working tree,
 named in the device call's `carry` list (64 MiB in all).
@@ -36,7 +36,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from common import CACHE, DATA_ROOT, SITE, Context, capture, find_commit, last_json, rel, run_logged
+from common import DATA_ROOT, SITE, Context, capture, find_commit, last_json, rel, run_logged
 
 # (distribution, the module it provides, requirement where the preparing Python lacks it): each
 # is pinned to the version installed where --prepare runs (the project's tested set).
@@ -51,7 +51,8 @@ WHEELS = [
 ]
 TARGET_TORCH = "2.11.0"  # the GPU image's torch (KINDS.md: 2.11.0+cu130)
 BUILT = [("torch_scatter", "2.1.2"), ("torch_sparse", "0.6.18")]  # torch_sparse imports torch_scatter
-BUILD_DIR = CACHE / "gpu-prepare"  # the build's Python 3.12 venv and its wheels, kept between runs
+# The build's Python 3.12 venv and its wheels, kept between runs and shared by every checkout.
+BUILD_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "conveyor" / "gpu-prepare"
 PLANETOID = ("Cora", "CiteSeer", "PubMed")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 LIMIT_BYTES = 60 * 2**20

@@ -63,6 +63,17 @@ class Figures:
                      "checked_batches": 0, "replays": 0, "failures": [], "compile_s": {}}
         self.call_ms: list[float] = []
 
+    def count(self, seeds, batches, launches: int, seconds: float) -> None:
+        d = self.data
+        self.call_ms.append(1e3 * seconds)
+        d["calls"] += 1
+        d["launches"] += launches
+        d["overflow_reruns"] += launches - 1  # one launch per call of up to 64 batches, unless a buffer overflowed
+        d["batches"] += len(batches)
+        d["seeds"] += sum(s.numel() for s in seeds)
+        d["sampled_edges"] += sum(b.num_sampled_edges for b in batches)
+        d["max_batches_per_call"] = max(d["max_batches_per_call"], len(batches))
+
     def write(self, force: bool = False) -> None:
         if not force and time.monotonic() - self.written < 2:
             return
@@ -145,26 +156,13 @@ def check(call, sampler, graph, fanouts, seeds, batches, figures, args, torch):
         figures.data["replays"] += 1
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    import torch
-
+def run_calls(args, configs, resident: dict, figures: Figures, torch) -> None:
+    """Random calls until --calls or --seconds, each counted, some checked, under the watchdog."""
     from conveyor.samplers.fused import FusedSampler
-    figures = Figures(Path(args.out))
-    configs = make_configs(args, torch)
-    resident = precompile(configs, args.device, figures)
-    figures.data.update(resident_programs=resident,
-                        programs={n: args.oversubscribe * r for n, r in resident.items()},
-                        configs=[{"name": n, "nodes": g.num_nodes, "fanouts": f, "batch_counts": sorted(set(c))}
-                                 for n, g, f, c, _ in configs])
-    rng = random.Random(args.seed)
-    samplers: dict = {}
+    rng, samplers, d = random.Random(args.seed), {}, figures.data
     progress = [time.monotonic(), "starting"]
     threading.Thread(target=watchdog, args=(figures, progress, args.stall_s), daemon=True).start()
     start = time.perf_counter()
-    d = figures.data
     while d["calls"] < args.calls and time.perf_counter() - start < args.seconds:
         name, graph, fanouts, counts, _ = rng.choices(configs, weights=[c[4] for c in configs])[0]
         if name not in samplers or d["calls"] % args.reset_every == 0:  # fresh, too small buffers
@@ -176,14 +174,7 @@ def main(argv=None):
         progress[1] = f"{name}, {len(seeds)} batches of {[s.numel() for s in seeds][:8]}... seeds"
         launches, t0 = sampler.num_launches, time.perf_counter()
         batches = sampler.sample_many(seeds)
-        figures.call_ms.append(1e3 * (time.perf_counter() - t0))
-        d["calls"] += 1
-        d["launches"] += sampler.num_launches - launches
-        d["overflow_reruns"] += sampler.num_launches - launches - 1
-        d["batches"] += len(batches)
-        d["seeds"] += sum(s.numel() for s in seeds)
-        d["sampled_edges"] += sum(b.num_sampled_edges for b in batches)
-        d["max_batches_per_call"] = max(d["max_batches_per_call"], len(batches))
+        figures.count(seeds, batches, sampler.num_launches - launches, time.perf_counter() - t0)
         try:
             check(d["calls"], sampler, graph, fanouts, seeds, batches, figures, args, torch)
         except AssertionError as err:
@@ -191,6 +182,22 @@ def main(argv=None):
         progress[0] = time.monotonic()
         d["seconds"] = time.perf_counter() - start
         figures.write()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch
+    figures = Figures(Path(args.out))
+    configs = make_configs(args, torch)
+    resident = precompile(configs, args.device, figures)
+    figures.data.update(resident_programs=resident,
+                        programs={n: args.oversubscribe * r for n, r in resident.items()},
+                        configs=[{"name": n, "nodes": g.num_nodes, "fanouts": f, "batch_counts": sorted(set(c))}
+                                 for n, g, f, c, _ in configs])
+    run_calls(args, configs, resident, figures, torch)
+    d = figures.data
     d["status"] = "failed" if d["failures"] else "passed"
     figures.write(force=True)
     print(json.dumps(d), flush=True)
