@@ -13,7 +13,7 @@ from common import Context, capture, last_json, python_json, rel, run_logged, sh
 from offline import install
 
 SMOKE_LIMIT_S = 60  # hard: the kernel's first launch, before anything else touches it
-TEST_LIMITS = {"gpu": 170, "stages": 150, "quick": 120}
+TEST_LIMITS = {"gpu": 240, "stages": 150, "quick": 120}
 SANITIZE_LIMITS = {"plain": 60, "memcheck": 60, "racecheck": 45, "synccheck": 45, "initcheck": 45}
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 # The stage modules' other tests (their CUDA cases, and tests/test_gpu_pipeline.py, run with -m gpu).

@@ -8,8 +8,8 @@ Here, with a package index, once (the folder is git-ignored; it travels in the c
 There, one call per phase, in the repository root:
 
     python3 benchmarks/gpu/device.py 1     # check: env (fails on any missing module), the fused
-                                           # kernel's smoke launch (60 s hard limit), pytest -m gpu,
-                                           # compute-sanitizer memcheck/racecheck/synccheck/initcheck,
+                                           # kernel's smoke launch (60 s hard limit), compute-sanitizer
+                                           # memcheck/racecheck/synccheck/initcheck, pytest -m gpu,
                                            # then the sampler/cache/pipeline test modules
     python3 benchmarks/gpu/device.py 2     # measure: sampling (fused, bsp, pyg), stress of the
                                            # persistent kernel, cache, pipeline (MPS when it starts)
@@ -52,8 +52,8 @@ from common import DEFAULT_WHEELS, REPO, Context, device_label, find_commit, gpu
 
 # Each phase's steps, in order: what matters most first, so a budget that runs out costs the least.
 PHASES = {
-    1: [("env", checks.env), ("smoke", checks.smoke), ("tests_gpu", checks.tests_gpu),
-        ("sanitize", checks.sanitize), ("tests_stages", checks.tests_stages)],
+    1: [("env", checks.env), ("smoke", checks.smoke), ("sanitize", checks.sanitize),  # the smoke's variants serve
+        ("tests_gpu", checks.tests_gpu), ("tests_stages", checks.tests_stages)],  # the sanitizer (Triton's cache)
     2: [("env", checks.env), ("smoke", checks.smoke), ("graph", offline.graph), ("sampling", measure.sampling),
         ("stress", measure.stress), ("cache", measure.cache), ("pipeline", measure.pipeline)],
     3: [("env", checks.env), ("smoke", checks.smoke), ("graph", offline.graph), ("e2e_fused", measure.e2e_fused),

@@ -53,7 +53,7 @@ def stress(ctx: Context) -> dict:
     if not ctx.fused_ok:
         return {"status": "not run", "reason": "the fused kernel's smoke launch failed"}
     tiny = ["--tiny", "--calls", "3", "--max-seeds", "16", "--check-every", "1", "--replay-every", "2"]
-    args = ["--device", ctx.device] + (tiny if ctx.tiny else ["--seconds", "60"])
+    args = ["--device", ctx.device] + (tiny if ctx.tiny else ["--seconds", str(LIMITS["stress"] - 20)])
     return _bench(ctx, "stress", "benchmarks/gpu/stress.py", args, stress_headline)
 
 
@@ -144,7 +144,7 @@ def e2e_overrides(ctx: Context, sampler: str) -> list[str]:
     """launch.py's defaults (cache, pipeline, model size, batch 1024, [15, 10, 5]) with `sampler`
     named (auto would be bsp), validation/test accuracy once after the last epoch: epoch times
     exclude evaluation anyway."""
-    epochs = 2 if ctx.tiny else 3
+    epochs = 1 if ctx.tiny else 3  # the dry run: one epoch is enough to keep the path alive
     out = ["model=sage", "data=synthetic", f"data.scale={ctx.scale}", f"trainer.epochs={epochs}",
            f"data.root={DATA_ROOT}", f"run.device={ctx.device}", "trainer.progress=false",
            f"trainer.eval_every={epochs}", f"sampler={sampler}"]

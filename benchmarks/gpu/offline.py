@@ -168,10 +168,10 @@ def build_pyg_wheels() -> tuple[list[Path], str | None]:
                     "(`pyenv install 3.12`, or `uv python install 3.12`) and run --prepare again")
     if None in wheels:
         print(f"building torch_scatter and torch_sparse (CPU-only) for Python 3.12 and torch {TARGET_TORCH} "
-              f"in {rel(BUILD_DIR)} (the first time: a torch download of ~4.6 GB and a 10-40 minute build)")
+              f"in {BUILD_DIR} (the first time: a torch download of ~4.6 GB and a 10-40 minute build)")
         built.mkdir(parents=True, exist_ok=True)
-        for name, version in BUILT:
-            problem = _build_wheel(python, f"{name}=={version}", built)
+        for (name, version), wheel in zip(BUILT, wheels):
+            problem = None if wheel else _build_wheel(python, f"{name}=={version}", built)
             if problem:
                 return [], problem
         wheels = [next(iter(sorted(built.glob(f"{n}-{v}-cp312-*.whl"))), None) for n, v in BUILT]
@@ -180,9 +180,9 @@ def build_pyg_wheels() -> tuple[list[Path], str | None]:
 
 
 def _build_wheel(python: str, requirement: str, built: Path) -> str | None:
-    """Build one extension's wheel from its sources: CPU-only, without debug info (the link strips
-    it anyway), its extensions compiled side by side (setuptools' parallel build_ext; the plain
-    compiler driver, since torch's ninja driver would share one build.ninja between them)."""
+    """Build one extension's wheel from its sources: CPU-only, its extensions compiled side by side
+    (setuptools' parallel build_ext; the plain compiler driver, since torch's ninja driver would
+    share one build.ninja between them)."""
     with tempfile.TemporaryDirectory() as scratch:
         sdist = _pip(["download", "--no-deps", "--no-binary=:all:", requirement], Path(scratch), python=python)
         if sdist is None:
@@ -195,7 +195,7 @@ def _build_wheel(python: str, requirement: str, built: Path) -> str | None:
                                                    "with_options(no_python_abi_suffix=True, use_ninja=False)"))
         with open(tree / "setup.cfg", "a") as cfg:
             cfg.write(f"\n[build_ext]\nparallel = {max(2, os.cpu_count() or 1)}\n")
-        env = {**os.environ, "FORCE_ONLY_CPU": "1", "CFLAGS": "-g0"}
+        env = {**os.environ, "FORCE_ONLY_CPU": "1"}
         proc = subprocess.run([python, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w",
                                str(built), str(tree)], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
