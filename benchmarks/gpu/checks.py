@@ -39,6 +39,12 @@ if torch.cuda.is_available():
                    "l2_mib": round(getattr(p, "L2_cache_size", 0) / 2**20, 1)}
 from conveyor.pipeline.mps import detect_mps
 info["mps_daemon"] = detect_mps().describe()
+import warnings
+with warnings.catch_warnings(record=True) as said:  # PyG warns, and goes on without it, when torch_sparse fails
+    warnings.simplefilter("always")
+    import torch_geometric.typing as pyg  # loads torch_sparse: found is not enough, it must load into this torch
+info["pyg_sampling"] = "pyg-lib" if pyg.WITH_PYG_LIB else "torch_sparse" if pyg.WITH_TORCH_SPARSE else None
+info["pyg_warnings"] = [str(w.message)[:500] for w in said if "sparse" in str(w.message) or "pyg" in str(w.message)]
 print(json.dumps(info))
 """
 
@@ -65,6 +71,9 @@ def env(ctx: Context) -> dict:
         return {**result, "status": "failed", "reason": f"torch did not start: {info['error'][-300:]}"}
     if ctx.cuda and not info.get("cuda_available"):
         return {**result, "status": "failed", "reason": "--device cuda, but torch sees no CUDA device"}
+    if not info.get("pyg_sampling"):
+        return {**result, "status": "failed", "reason": "PyG cannot sample neighbours: torch_sparse is there but "
+                f"does not load into this torch, so the PyG baselines could not run: {info.get('pyg_warnings')}"}
     return {**result, "status": "passed"}
 
 
