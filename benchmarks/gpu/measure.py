@@ -11,7 +11,7 @@ import sys
 from common import DATA_ROOT, Context, rel, run_logged, show
 from offline import importable
 
-LIMITS = {"sampling": 110, "stress": 100, "cache": 90, "pipeline": 240,
+LIMITS = {"sampling": 110, "stress": 80, "cache": 90, "pipeline": 240,
           "e2e_fused": 150, "e2e_pyg": 180, "e2e_bsp": 150}
 
 
