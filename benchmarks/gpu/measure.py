@@ -22,13 +22,21 @@ def _bench(ctx: Context, name: str, script: str, args: list[str], headline) -> d
     cmd = [sys.executable, script, *args, "--out", str(out)]
     outcome = run_logged(ctx, name, cmd, LIMITS[name])
     result = {"command": show(cmd), "json": rel(out), "rc": outcome.rc}
-    report = json.loads(out.read_text()) if out.exists() else None
+    report = _read(out)
     if report is not None:
         result.update(headline(report))
     if outcome.ok and report is not None:
         return {**result, "status": "passed"}
     kept = "; the figures taken before are kept" if report is not None else ""
     return {**result, "status": "failed", "reason": f"{script} {outcome.describe()}{kept}"}
+
+
+def _read(path) -> dict | None:
+    """A benchmark's JSON; None if it wrote none, or was killed while writing it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def _common(ctx: Context) -> list[str]:
