@@ -211,10 +211,10 @@ def _build_python() -> str | None:
         if base is None:
             return None
         subprocess.run([base, "-m", "venv", str(venv_python.parents[1])], check=True)
-    has = capture([str(venv_python), "-c", "import torch; print(torch.__version__)"])
-    if not has or has.strip().split("+")[0] != TARGET_TORCH:
+    has = capture([str(venv_python), "-c", "import numpy, scipy, torch; print(torch.__version__)"])
+    if not has or has.strip().split("+")[0] != TARGET_TORCH:  # numpy, scipy: torch_sparse imports them
         subprocess.run([str(venv_python), "-m", "pip", "install", "-q", f"torch=={TARGET_TORCH}", "setuptools<82",
-                        "wheel"], check=True)
+                        "wheel", "numpy", "scipy"], check=True)
     return str(venv_python)
 
 
