@@ -52,6 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--fanouts", default="15,10,5")
     p.add_argument("--model", default="sage")
+    p.add_argument("--sampler", default=None, help="default: fused on CUDA, bsp on CPU")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON path")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # internal: one mode
@@ -64,7 +65,7 @@ def modes_for(device: str) -> list[str]:
 
 
 def overrides(args, mode: str) -> list[str]:
-    sampler, cache = ("fused", "degree") if args.device == "cuda" else ("bsp", "degree")
+    sampler, cache = args.sampler or ("fused" if args.device == "cuda" else "bsp"), "degree"
     pipeline = "serial" if mode in ("serial", "stages") else "async"
     out = [f"pipeline={pipeline}", f"sampler={sampler}", f"cache={cache}", "data=synthetic",
            f"data.scale={args.scale}", f"data.root={args.data_root}", f"data.seed={args.seed}",
@@ -287,25 +288,47 @@ def run_stages(args) -> dict:
 
 # -- orchestration ------------------------------------------------------------------------------
 
+class MPSUnavailable(Exception):
+    """The private MPS daemon did not start (its reason in the message)."""
+
+
 class PrivateMPS:
-    """An MPS control daemon of our own (own pipe and log directories), quit on exit."""
+    """An MPS control daemon of our own (own pipe and log directories), quit on exit. Raises
+    MPSUnavailable, with the daemon's own words, when it does not start (a VM may not allow it)."""
 
     def __enter__(self):
         self.pipe, self.logs = tempfile.mkdtemp(prefix="mps-pipe-"), tempfile.mkdtemp(prefix="mps-log-")
         self.env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": self.pipe, "CUDA_MPS_LOG_DIRECTORY": self.logs}
-        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=self.env, check=True, timeout=30)
+        try:
+            proc = subprocess.run(["nvidia-cuda-mps-control", "-d"], env=self.env, timeout=30,
+                                  capture_output=True, text=True)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self._clean()
+            raise MPSUnavailable(f"nvidia-cuda-mps-control -d: {err}")
         deadline = time.time() + 10
-        while not (Path(self.pipe) / "control").exists() and time.time() < deadline:
+        while proc.returncode == 0 and not (Path(self.pipe) / "control").exists() and time.time() < deadline:
             time.sleep(0.1)
+        if not (Path(self.pipe) / "control").exists():
+            said = (proc.stderr + proc.stdout).strip() + self._log_tail()
+            self._clean()
+            raise MPSUnavailable(f"nvidia-cuda-mps-control -d exited {proc.returncode} and no control socket "
+                                 f"appeared within 10 s: {said or 'it said nothing'}")
         return self
+
+    def _log_tail(self) -> str:
+        log = Path(self.logs) / "control.log"
+        return (" | control.log: " + log.read_text()[-400:].strip()) if log.exists() else ""
+
+    def _clean(self):
+        shutil.rmtree(self.pipe, ignore_errors=True)
+        shutil.rmtree(self.logs, ignore_errors=True)
 
     def __exit__(self, *exc):
         subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=self.env, timeout=60)
         deadline = time.time() + 30
         while (Path(self.pipe) / "control").exists() and time.time() < deadline:
             time.sleep(0.2)
-        shutil.rmtree(self.pipe, ignore_errors=True)
-        shutil.rmtree(self.logs, ignore_errors=True)
+        self._clean()
 
 
 def worker(args, mode: str, env=None) -> dict | None:
@@ -315,6 +338,7 @@ def worker(args, mode: str, env=None) -> dict | None:
                 "--scale", str(args.scale), "--data-root", args.data_root, "--device", args.device,
                 "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
                 "--fanouts", args.fanouts, "--model", args.model, "--seed", str(args.seed)]
+        argv += ["--sampler", args.sampler] if args.sampler else []
         proc = subprocess.run(argv, env=env, cwd=REPO)
         if proc.returncode != 0:
             print(f"benchmark worker {mode!r} failed (exit {proc.returncode}); see its output above")
@@ -376,22 +400,6 @@ def table(args, results: dict, summary: dict) -> str:
     return "\n".join(lines)
 
 
-def measure_modes(args) -> dict:
-    """Each stage alone, then each mode this device runs, each in a worker process of its own."""
-    from conveyor.partition.datasets import load_dataset
-    load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)  # generate once
-    results = {"stages": worker(args, "stages")}
-    for mode in modes_for(args.device):
-        if mode != "async_mps":
-            results[mode] = worker(args, mode)
-        elif shutil.which("nvidia-cuda-mps-control") is None:
-            print("nvidia-cuda-mps-control is not installed: no MPS run")
-        else:
-            with PrivateMPS() as mps:
-                results[mode] = worker(args, mode, env=mps.env)
-    return {mode: r for mode, r in results.items() if r is not None}
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
@@ -400,28 +408,58 @@ def main(argv=None):
         return
     if args.epochs < 2:
         raise SystemExit("--epochs must be >= 2 (the first epoch is start-up and warm-up)")
-    # A time limit's SIGTERM (benchmarks/gpu/suite.py) unwinds like an exception, so PrivateMPS
+    # A time limit's SIGTERM (benchmarks/gpu/device.py) unwinds like an exception, so PrivateMPS
     # still quits the MPS daemon it started.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    results = measure_modes(args)
-    if not {"stages", "serial"} <= set(results):
-        raise SystemExit("the stage or serial measurement failed; nothing to compare against")
-    summary = summarise(args, results)
-    text = table(args, results, summary)
-    print("\n" + text)
+    from conveyor.partition.datasets import load_dataset
+    load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)  # generate once
     out = Path(args.out or REPO / "benchmarks" / "results" / f"pipeline_{args.device}_s{args.scale}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text("```\n" + text + "\n```\n")
+    results, mps = {}, None
+    for mode in ["stages", *modes_for(args.device)]:  # the JSON after each mode, should a limit stop the run
+        if mode != "async_mps":
+            results[mode] = worker(args, mode)
+        else:
+            mps = run_mps(args, results)
+        write_report(args, out, {m: r for m, r in results.items() if r is not None}, mps, complete=False)
+    results = {mode: r for mode, r in results.items() if r is not None}
+    if not {"stages", "serial"} <= set(results):
+        raise SystemExit("the stage or serial measurement failed; nothing to compare against")
+    text = write_report(args, out, results, mps, complete=True)
+    print("\n" + text)
+    print(f"wrote {out} and {out.with_suffix('.md').name}")
+
+
+def run_mps(args, results: dict) -> dict:
+    """async under a private MPS daemon, into results["async_mps"]; MPS's status either way."""
+    if shutil.which("nvidia-cuda-mps-control") is None:
+        return {"status": "unavailable", "reason": "nvidia-cuda-mps-control is not installed"}
+    try:
+        with PrivateMPS() as mps:
+            results["async_mps"] = worker(args, "async_mps", env=mps.env)
+    except MPSUnavailable as err:
+        print(f"MPS is unavailable, no MPS run: {err}")
+        return {"status": "unavailable", "reason": str(err)}
+    return {"status": "ran" if results.get("async_mps") else "failed"}
+
+
+def write_report(args, out: Path, results: dict, mps: dict | None, complete: bool) -> str:
+    """The JSON (and, once complete, the table beside it); returns the table."""
+    summary = summarise(args, results) if {"stages", "serial"} <= set(results) else None
+    text = table(args, results, summary) if summary else ""
+    if complete:
+        out.with_suffix(".md").write_text("```\n" + text + "\n```\n")
     machine = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
-    if args.device == "cuda":
+    if args.device == "cuda" and complete:  # CUDA in this process only after the last worker (MPS)
         import torch
 
         from conveyor.pipeline.mps import detect_mps
         machine["gpu"] = torch.cuda.get_device_name()
         machine["system_mps"] = detect_mps().describe()  # an MPS daemon of the machine's own would serve every mode
     out.write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k not in ("worker", "result")},
-                               "machine": machine, "summary": summary, "results": results}, indent=1))
-    print(f"wrote {out} and {out.with_suffix('.md').name}")
+                               "machine": machine, "mps": mps, "complete": complete, "summary": summary,
+                               "results": results}, indent=1))
+    return text
 
 
 if __name__ == "__main__":

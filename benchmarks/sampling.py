@@ -15,6 +15,11 @@ On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures 
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
 "interpreter" in the table and the JSON.
 
+PyG's sampler runs on the CPU (seconds a batch at products scale): it gets --pyg-batches timed
+batches a row. The samplers run one after another (fused, then bsp, then pyg, each over every
+configuration), and the JSON is rewritten after every row, so a run cut off by a time limit keeps
+every row it finished.
+
 Prints a table and writes JSON (default benchmarks/results/sampling_<device>_s<scale>.json).
 """
 from __future__ import annotations
@@ -48,6 +53,8 @@ def parse_args(argv=None):
                    "CUDA, 5 on CPU)")
     p.add_argument("--interpreter-batches", type=int, default=1,
                    help="timed batches for fused under the interpreter (CPU)")
+    p.add_argument("--pyg-batches", type=int, default=None,
+                   help="timed batches for pyg, whose sampler runs on the CPU (default: --batches)")
     p.add_argument("--super-batch", type=int, default=None,
                    help="batches per fused launch in super-batch mode (default: 8 on CUDA, 2 on CPU)")
     p.add_argument("--samplers", default="fused,bsp,pyg")
@@ -64,6 +71,7 @@ def parse_args(argv=None):
     gpu = args.device.startswith("cuda")
     args.scale = args.scale if args.scale is not None else (1.0 if gpu else 0.005)
     args.batches = args.batches or (20 if gpu else 5)
+    args.pyg_batches = args.pyg_batches or args.batches
     args.super_batch = args.super_batch or (8 if gpu else 2)
     args.fanouts = [[int(f) for f in fanouts.split(",")] for fanouts in args.fanouts] if args.fanouts else FANOUTS
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else BATCH_SIZES
@@ -105,7 +113,7 @@ def measure(name, graph, fanouts, batches, device, args, interpreted):
             sampler = build_sampler(name, graph, fanouts, device=device, seed=args.seed)
         except (ConveyorError, ImportError) as err:
             return [dict(row, available=False, reason=str(err))]
-        count = args.interpreter_batches if row["interpreter"] else args.batches
+        count = args.interpreter_batches if row["interpreter"] else args.pyg_batches if name == "pyg" else args.batches
         count = max(group, count - count % group)  # whole super-batches
         warmup = [] if row["interpreter"] else batches[:group]  # nothing to compile in the interpreter
         seconds, nodes, edges = run(name, sampler, warmup, batches[group: group + count], device, group)
@@ -129,36 +137,51 @@ def main(argv=None):
     print(f"graph: synthetic scale {args.scale}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges; "
           f"device {device}{' (fused under the Triton interpreter)' if interpreted else ''}")
 
-    train = graph.train_idx if graph.train_idx is not None else torch.arange(graph.num_nodes)
-    gen = torch.Generator().manual_seed(args.seed)
-    needed = 2 * args.super_batch + max(args.batches, args.interpreter_batches)
-    rows = []
-    for fanouts in args.fanouts:
-        for batch_size in args.batch_sizes:
-            # The same seeds for every sampler: random training nodes (all nodes on graphs too
-            # small to fill a batch with them), distinct within a batch.
-            pool = train if train.numel() >= batch_size else torch.arange(graph.num_nodes)
-            batches = [pool[torch.randperm(pool.numel(), generator=gen)[:batch_size]] for _ in range(needed)]
-            config = [r for name in args.samplers.split(",")
-                      for r in measure(name, graph, fanouts, batches, device, args, interpreted)]
-            bsp = [r for r in config if r["sampler"] == "bsp" and r["available"]]
-            for r in config:
-                if r["available"] and bsp:
-                    r["speedup_vs_bsp"] = bsp[0]["ms_per_batch"] / r["ms_per_batch"]
-            rows += config
-            print_rows(config)
-
-    print()
-    print_table(rows, interpreted)
     out = Path(args.out) if args.out else (Path(__file__).resolve().parent / "results" /
                                            f"sampling_{device.type}_s{args.scale:g}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads(), "scale": args.scale, "num_nodes": graph.num_nodes,
-            "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch}
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch,
+            "batches": args.batches, "pyg_batches": args.pyg_batches}
+    configs = seed_batches(graph, args)
+    rows = []
+    for name in args.samplers.split(","):  # each sampler over every configuration, the JSON after each row
+        for fanouts, batches in configs:
+            new = measure(name, graph, fanouts, batches, device, args, interpreted)
+            rows += new
+            add_speedups(rows)
+            print_rows(new)
+            out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": False}, indent=1))
+    print()
+    print_table(rows, interpreted)
+    out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": True}, indent=1))
     print(f"wrote {out}")
+
+
+def seed_batches(graph, args) -> list:
+    """(fanouts, seed batches) per configuration: the same seeds for every sampler, random
+    training nodes (all nodes on graphs too small to fill a batch with them), distinct within a batch."""
+    train = graph.train_idx if graph.train_idx is not None else torch.arange(graph.num_nodes)
+    gen = torch.Generator().manual_seed(args.seed)
+    needed = 2 * args.super_batch + max(args.batches, args.interpreter_batches, args.pyg_batches)
+    configs = []
+    for fanouts in args.fanouts:
+        for batch_size in args.batch_sizes:
+            pool = train if train.numel() >= batch_size else torch.arange(graph.num_nodes)
+            configs.append((fanouts, [pool[torch.randperm(pool.numel(), generator=gen)[:batch_size]]
+                                      for _ in range(needed)]))
+    return configs
+
+
+def add_speedups(rows) -> None:
+    """Each available row's speed-up over bsp's row of the same configuration (bsp ms / its ms)."""
+    for r in rows:
+        bsp = next((b for b in rows if b["sampler"] == "bsp" and b["available"] and b["fanouts"] == r["fanouts"]
+                    and b["batch_size"] == r["batch_size"]), None)
+        if r["available"] and bsp:
+            r["speedup_vs_bsp"] = bsp["ms_per_batch"] / r["ms_per_batch"]
 
 
 HEAD = (f"{'sampler':9s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "

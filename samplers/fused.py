@@ -45,6 +45,12 @@ INTERPRETED = type(fused_kernel.fused_sample_kernel).__name__ == "InterpretedFun
 MAX_NODES = 2**27  # a node's slot lives in the 27 high bits of an int32 state word
 MAX_PICKS = 128  # Floyd keeps a [tasks, fanout, fanout] tile per chunk
 MAX_SUPER_BATCH = 64
+# Registers per thread the compiled kernel may use. Left to itself, ptxas holds a kernel of 128
+# threads to 128 registers (4 programs per SM) and, under Triton 3.6, spills 8-16 bytes to reach
+# that; with this cap it takes ~150 and spills nothing (3 programs per SM: 65536 / (168 * 128)).
+# Newer Triton needs ~118 and keeps 4 programs per SM. `python -m conveyor.samplers.fused_compile`
+# checks it (tests/test_fused_compile.py).
+MAX_REGISTERS = 168
 
 
 def _pow2(x: int) -> int:
@@ -84,8 +90,9 @@ def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTER
         # [8, 16, 16] Floyd tiles; a [tasks, width] pick tile of 128 lanes, one per thread.
         tasks, chunk = min(16, max(1, 2048 // width**2)), max(16, min(256, 2048 // lbins))
         take_all = max(width, 32)
-    return dict(L=L, W=width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins,
+    meta = dict(L=L, W=width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins,
                 WIDE=max(picks) > width, num_warps=4)
+    return meta if interpreted else {**meta, "maxnreg": MAX_REGISTERS}
 
 
 class FusedSampler:
@@ -120,6 +127,7 @@ class FusedSampler:
         self.fanouts_dev = torch.tensor(self.fanouts, dtype=torch.int32, device=self.device)
         self.num_programs = num_programs  # None: as many as fit on the GPU at once
         self._grid: dict[tuple, int] = {}
+        self.compiled: dict[tuple, dict] = {}  # per compiled variant: registers, spills, shared memory
         # Capacities: buffer_scale times the worst case, or more where an overflow showed the need.
         self.buffer_scale = buffer_scale
         self._learned = {"queue": 0, "records": 0, "nodes": 0, "edges": [0] * len(self.fanouts)}
@@ -227,6 +235,18 @@ class FusedSampler:
         return buf
 
     def _launch(self, caps, flat_seeds, seed_batch, seed_off, num_batches, stream) -> list[int]:
+        args, meta = self._launch_args(caps, flat_seeds, seed_batch, seed_off, num_batches, stream)
+        self._dirty = True
+        with self._on_device():  # Triton launches on the current device: make it ours
+            fused_kernel.fused_sample_kernel[(self._programs(args, meta),)](*args, **meta)
+        self.num_launches += 1
+        ctr = self._buf["counters"][: fused_kernel.num_counters(num_batches, len(self.fanouts))]
+        counters = self._read_back(ctr)  # the one host sync
+        self._dirty = False
+        return counters
+
+    def _launch_args(self, caps, flat_seeds, seed_batch, seed_off, num_batches, stream) -> tuple[tuple, dict]:
+        """The kernel's arguments (buffers sized by `caps`, counters zeroed) and constexprs."""
         L, B, N = len(self.fanouts), num_batches, self.num_nodes
         if self._dirty:  # an interrupted launch may have left marks: start from a clean slate
             self._buf.pop("state", None)
@@ -245,14 +265,19 @@ class FusedSampler:
         args = (self.indptr, self.indices, self.fanouts_dev, flat_seeds, seed_batch, seed_off, state, queue,
                 records, edges, eoff, n_id, ctr, N, B, caps["queue"], caps["records"], e_stride, caps["nodes"],
                 self.seed, stream)
-        meta = launch_config(self.width, self.picks, B, interpreted=INTERPRETED)
-        self._dirty = True
-        with self._on_device():  # Triton launches on the current device: make it ours
-            fused_kernel.fused_sample_kernel[(self._programs(args, meta),)](*args, **meta)
-        self.num_launches += 1
-        counters = self._read_back(ctr[: fused_kernel.num_counters(B, L)])  # the one host sync
-        self._dirty = False
-        return counters
+        return args, launch_config(self.width, self.picks, B, interpreted=INTERPRETED)
+
+    def compile(self, num_batches: int = 1) -> dict:
+        """Compile, without launching, the kernel variant that super-batches of `num_batches`
+        batches run, and say what the compiler made of it: registers and spilled bytes per thread,
+        shared memory, and the persistent grid's programs (on CUDA; under the interpreter only
+        the programs). The launches that follow reuse it."""
+        sizes = [1] * num_batches
+        seeds = [torch.zeros(1, dtype=torch.long)] * num_batches
+        args, meta = self._launch_args(self._capacities(sizes), *self._upload(seeds, sizes), num_batches, self.stream)
+        with self._on_device():
+            programs = self._programs(args, meta)
+        return {**self.compiled.get(tuple(sorted(meta.items())), {}), "programs": programs, "meta": meta}
 
     def _on_device(self):
         return torch.cuda.device(self.device) if self.device.type == "cuda" else contextlib.nullcontext()
@@ -284,6 +309,8 @@ class FusedSampler:
                 smem = getattr(props, "shared_memory_per_multiprocessor", 0) or 100 * 1024
                 per_sm = min(per_sm, smem // kernel.metadata.shared)
             self._grid[key] = max(1, per_sm) * props.multi_processor_count
+            self.compiled[key] = {"registers": kernel.n_regs, "spilled_bytes": kernel.n_spills,
+                                  "shared_bytes": kernel.metadata.shared, "programs_per_sm": per_sm}
         return self._grid[key]
 
     def _split(self, counters, num_batches):

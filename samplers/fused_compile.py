@@ -2,12 +2,17 @@
 what the compiler made of it: registers, spills, shared memory, and the memory-ordering atomics.
 
 Triton bundles ptxas and cuobjdump, so `triton.compile` gives the real cubin for sm_90 on any
-machine. The constexprs come from `samplers.fused.launch_config`, the function a launch uses, so
-this compiles exactly the variant a GPU run would. Run it with TRITON_INTERPRET unset (under the
-interpreter the kernel is not a compilable function):
+machine. What is compiled is the variant a run binds: a `FusedSampler` sizes its buffers for a
+super-batch of `--batches` batches of `--batch-size` seeds on a products-shaped graph and builds
+its launch's arguments (`FusedSampler._launch_args`, as `sample_many` does); Triton's own binder
+then types and specialises them for an sm_90 target (a size that fits 32 bits binds as i32,
+16-byte aligned pointers as such), and `triton.compile` gets what `JITFunction.run` would hand it.
+Run it with TRITON_INTERPRET unset (under the interpreter the kernel is not a compilable function):
 
-    python -m conveyor.samplers.fused_compile                        # sm_90, [15, 10, 5], one batch
-    python -m conveyor.samplers.fused_compile --batches 1,8 --json   # also a super-batch of 8, as JSON
+    python -m conveyor.samplers.fused_compile                          # sm_90, [15, 10, 5], one batch
+    python -m conveyor.samplers.fused_compile --batches 1,4,8 --json   # super-batches too, as JSON
+
+Exit status 1 when a variant spills or lacks one of the protocol's ordering atomics.
 """
 from __future__ import annotations
 
@@ -19,15 +24,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+from triton.compiler import ASTSource, make_backend
+from triton.runtime.jit import create_function_from_signature
 
 from . import fused_kernel
-from .fused import INTERPRETED, floyd_width, launch_config
+from .fused import INTERPRETED, FusedSampler
 
-POINTERS = {"fanouts": "*i32", "state": "*i32"}  # every other pointer is to int64
-SIZES = ("N", "B", "Q_CAP", "R_CAP", "E_STRIDE", "N_CAP", "seed", "stream")
 # The protocol's atomics (see fused_kernel's docstring): each must be in the PTX.
 REQUIRED_PTX = {
     "acquire exchange (take a task)": r"atom\.global\.gpu\.acquire\.exch\.b64",
@@ -38,26 +43,45 @@ REQUIRED_PTX = {
 }
 
 
-def compile_kernel(fanouts=(15, 10, 5), max_degree: int = 1 << 20, num_batches: int = 1, arch: int = 90,
-                   indices_dtype: str = "i64"):
-    """The compiled kernel (triton's CompiledKernel) and the constexprs it was compiled with."""
+class _Binding(FusedSampler):
+    """A FusedSampler on CPU tensors that only builds launch arguments: to Triton's binder they
+    stand in for the GPU's (it reads dtypes, 16-byte alignment and integer ranges, not where the
+    memory is)."""
+
+    def _check_device(self):
+        pass
+
+
+def bound_launch(fanouts=(15, 10, 5), num_batches: int = 1, batch_size: int = 1024, seed: int = 0,
+                 scale: float = 0.002):
+    """The arguments and constexprs of a launch of `num_batches` batches, as `sample_many` builds them."""
+    from conveyor.partition.datasets.synthetic import generate
+    graph = generate(scale=scale, seed=0)  # products-shaped: hubs, so the Floyd tile is as at scale 1
+    sampler = _Binding(graph, list(fanouts), seed=seed)
+    sizes = [min(batch_size, graph.num_nodes)] * num_batches
+    seeds = [torch.randperm(graph.num_nodes)[:size] for size in sizes]
+    return sampler._launch_args(sampler._capacities(sizes), *sampler._upload(seeds, sizes), num_batches, 0)
+
+
+def compile_kernel(fanouts=(15, 10, 5), num_batches: int = 1, arch: int = 90, batch_size: int = 1024,
+                   seed: int = 0):
+    """The compiled kernel (triton's CompiledKernel), its constexprs and the bound signature."""
     if INTERPRETED:
         raise RuntimeError("unset TRITON_INTERPRET to compile the kernel (the interpreter runs it instead)")
-    picks = [min(f, max_degree) for f in fanouts]
-    meta = launch_config(floyd_width(fanouts, max_degree), picks, num_batches, interpreted=False)
-    num_warps = meta.pop("num_warps")
+    args, meta = bound_launch(fanouts, num_batches, batch_size, seed)
     kernel = fused_kernel.fused_sample_kernel
-    signature = {}
-    for name in kernel.arg_names:
-        if name in meta:
-            signature[name] = "constexpr"
-        elif name in SIZES:
-            signature[name] = "i64"
-        else:
-            signature[name] = POINTERS.get(name, f"*{indices_dtype}" if name == "indices" else "*i64")
-    source = ASTSource(fn=kernel, signature=signature, constexprs=meta)
-    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
-    return compiled, {**meta, "num_warps": num_warps}
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    kwargs = {**meta, "debug": bool(kernel.debug) or triton.knobs.runtime.debug}  # as JITFunction.run
+    if hasattr(triton.knobs.compilation, "instrumentation_mode"):
+        kwargs["instrumentation_mode"] = triton.knobs.compilation.instrumentation_mode
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization, options)
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target,
+                              options=options.__dict__)
+    sizes = {name: kind for name, kind in signature.items() if not kind.startswith("*") and kind != "constexpr"}
+    return compiled, meta, sizes
 
 
 def _cuobjdump(cubin: bytes, flag: str) -> str:
@@ -68,7 +92,7 @@ def _cuobjdump(cubin: bytes, flag: str) -> str:
         return subprocess.run([str(tool), flag, str(path)], capture_output=True, text=True, check=True).stdout
 
 
-def report(compiled, meta: dict) -> dict:
+def report(compiled, meta: dict, sizes: dict) -> dict:
     """Registers, spills (local memory), shared memory, occupancy and the ordering atomics."""
     usage = _cuobjdump(compiled.asm["cubin"], "--dump-resource-usage")
     fields = dict(re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", usage))
@@ -80,6 +104,7 @@ def report(compiled, meta: dict) -> dict:
     return {
         "triton": triton.__version__,
         "meta": meta,
+        "size_types": sizes,  # how the launch's integer arguments were bound (i32 where they fit)
         "registers": registers,
         "local_bytes": int(fields["LOCAL"]),  # spills go to local memory
         "stack_bytes": int(fields["STACK"]),
@@ -94,23 +119,29 @@ def report(compiled, meta: dict) -> dict:
     }
 
 
+def bad(r: dict) -> bool:
+    return bool(r["missing_ptx"] or r["local_bytes"] or r["stack_bytes"])
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fanouts", default="15,10,5")
     p.add_argument("--batches", default="1", help="batches per launch (super-batches), comma-separated")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed (one above 2**31 binds as i64)")
     p.add_argument("--arch", type=int, default=90)
     p.add_argument("--json", action="store_true", help="print a JSON list, one report per batch count")
     args = p.parse_args(argv)
     fanouts = [int(f) for f in args.fanouts.split(",")]
-    reports = [report(*compile_kernel(fanouts, num_batches=int(b), arch=args.arch))
+    reports = [report(*compile_kernel(fanouts, int(b), args.arch, args.batch_size, args.seed))
                for b in args.batches.split(",")]
     if args.json:
         print(json.dumps(reports))
-        return
-    for figures in reports:
-        for key, value in figures.items():
-            print(f"{key:18} {value}")
-    if any(r["missing_ptx"] or r["local_bytes"] or r["stack_bytes"] for r in reports):
+    else:
+        for figures in reports:
+            for key, value in figures.items():
+                print(f"{key:18} {value}")
+    if any(bad(r) for r in reports):
         sys.exit(1)
 
 

@@ -287,11 +287,16 @@ def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, ed
            hop[:, None], indices, state, queue, records, edges, lo, cap, ctr, N, Q_CAP, R_CAP, E_STRIDE, L)
     if WIDE:  # a fanout above W: take-all rows may be longer than one tile
         rest = got & (big == 0) & (k > W)
-        for c0 in range(W, tl.max(tl.where(rest, k, 0), axis=0), TW):
+        longest = tl.max(tl.where(rest, k, 0), axis=0)
+        # A while loop, not range(W, longest, TW): Triton 3.6's interpreter turns a tensor bound into
+        # a Python int with int(array), which numpy >= 2.4 refuses for its 1-element arrays.
+        c0 = longest * 0 + W
+        while c0 < longest:
             wide = c0 + tl.arange(0, TW)[None, :]
             _visit(start[:, None] + wide, first + wide, rest[:, None] & (wide < k[:, None]), b[:, None],
                    v[:, None], hop[:, None], indices, state, queue, records, edges, lo, cap, ctr,
                    N, Q_CAP, R_CAP, E_STRIDE, L)
+            c0 += TW
 
 
 @triton.jit
@@ -368,7 +373,7 @@ def _seed_positions(c, seeds, seed_batch, seed_off, N, S, CH: tl.constexpr):
 def _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L: tl.constexpr, CH: tl.constexpr):
     """Chunk c of the edge buffer [B, 2, E_STRIDE] (hop h of batch b at eoff[h-1]..eoff[h])."""
     p = c * CH + tl.arange(0, CH)
-    inside = p < B * E_STRIDE
+    inside = p < B.to(tl.int64) * E_STRIDE  # sizes bind as i32 where they fit: their product may not
     p = tl.where(inside, p, 0)  # keep every address computed below in bounds
     b = p // E_STRIDE
     at = p - b * E_STRIDE
@@ -434,7 +439,7 @@ def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, s
     _wait_until(ctr + SLOT_DONE, record_chunks + seed_chunks)
 
     # 3. local ids: edges in place, and n_id of the non-seed nodes.
-    edge_chunks = tl.cdiv(B * E_STRIDE, CH)
+    edge_chunks = tl.cdiv(B.to(tl.int64) * E_STRIDE, CH)  # (i32 * i32 could wrap)
     c = tl.atomic_add(ctr + LABEL_CLAIM, 1, sem="relaxed")
     while c < edge_chunks + record_chunks:
         if c < edge_chunks:

@@ -1,9 +1,11 @@
 """The fused kernel as a GPU compiles it, checked with no GPU.
 
-- `-k sm90`: the kernel compiled for sm_90 (Triton bundles ptxas and cuobjdump) through
-  `samplers.fused.launch_config`, the code that picks the constexprs at run time: no spills, and
-  the release/acquire atomics of its protocol (fused_kernel's docstring) in the PTX. It runs in a
-  subprocess because the test session has TRITON_INTERPRET=1, under which nothing compiles.
+- `-k sm90`: the kernel compiled for sm_90 (Triton bundles ptxas and cuobjdump) exactly as a run
+  binds it: a FusedSampler builds a launch's arguments for super-batches of 1, 4 and 8 batches
+  (and one WIDE variant, a fanout above every degree) and Triton's binder types them (sizes as
+  i32). No spills, within the register cap, and the release/acquire atomics of its protocol
+  (fused_kernel's docstring) in the PTX. It runs in a subprocess because the test session has
+  TRITON_INTERPRET=1, under which nothing compiles.
 - Compile counts: the variants a GPU launch would compile (Triton's own specialisation: the
   constexprs, argument dtypes, pointer alignment, and integers not excluded by
   do_not_specialize), collected over real `sample` calls with the launch itself left out.
@@ -29,20 +31,29 @@ from tests.graphs import power_law_graph  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_sm90_compile_has_no_spills_and_the_protocols_atomics():
+def compile_reports(*args):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-m", "conveyor.samplers.fused_compile", "--json", "--batches", "1,4"],
+    done = subprocess.run([sys.executable, "-m", "conveyor.samplers.fused_compile", "--json", *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reports = json.loads(done.stdout.strip().splitlines()[-1])
-    for r in reports:  # the default fanouts [15, 10, 5]: one batch, and the pipeline's super-batch of 4
-        print(f"sm_90, triton {r['triton']}, {r['meta']}: {r['registers']} registers, "
-              f"{r['shared_bytes']} B shared, {r['programs_per_sm']} programs per SM, "
+    lines = done.stdout.strip().splitlines()
+    assert lines and lines[-1].startswith("["), done.stderr[-3000:]
+    return json.loads(lines[-1]), done.returncode
+
+
+def test_sm90_compile_of_what_a_run_binds_has_no_spills_and_the_protocols_atomics():
+    default, rc = compile_reports("--batches", "1,4,8")  # one batch; super-batches of 4 (pipeline), 8 (benchmark)
+    wide, wide_rc = compile_reports("--fanouts", "15,100000", "--batches", "1")  # WIDE: take-all rows past a tile
+    assert [r["meta"]["WIDE"] for r in default + wide] == [False, False, False, True]
+    for r in default + wide:
+        print(f"sm_90, triton {r['triton']}, {r['meta']}, sizes {set(r['size_types'].values())}: "
+              f"{r['registers']} registers, {r['shared_bytes']} B shared, {r['programs_per_sm']} programs per SM, "
               f"{r['sass_membar']} MEMBARs")
+        assert set(r["size_types"].values()) == {"i32"}, r["size_types"]  # as a launch binds them
         assert r["local_bytes"] == 0 and r["stack_bytes"] == 0, f"the kernel spills: {r}"
         assert r["missing_ptx"] == [], f"ordering atomics missing from the PTX: {r['missing_ptx']}"
-        assert r["registers"] <= 168 and r["programs_per_sm"] >= 3, r  # 3+ programs of 4 warps per SM
+        assert r["registers"] <= fused.MAX_REGISTERS and r["programs_per_sm"] >= 3, r  # 3+ programs of 4 warps
         assert r["shared_bytes"] <= 48 * 1024, r
+    assert rc == wide_rc == 0  # fused_compile's own verdict agrees
 
 
 class SpecialisationRecorder:

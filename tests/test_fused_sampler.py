@@ -229,6 +229,20 @@ def test_bad_configuration():
             build_sampler("fused", random_graph(), [5], device="cuda")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or fused.INTERPRETED, reason="needs CUDA and the compiled kernel")
+def test_the_variants_a_gpu_compiles_do_not_spill():
+    """What the GPU's own compiler made of the kernel (tests/test_fused_compile.py checks sm_90
+    without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled."""
+    sampler = FusedSampler(power_law_graph(), [15, 10, 5], device="cuda", seed=0)
+    for count in (1, 4, 8):
+        compiled = sampler.compile(count)
+        assert compiled["spilled_bytes"] == 0, compiled
+        assert 0 < compiled["registers"] <= fused.MAX_REGISTERS and compiled["programs_per_sm"] >= 1, compiled
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        assert compiled["programs"] == compiled["programs_per_sm"] * sms, compiled
+
+
 def test_cpu_without_interpreter_is_a_clear_error():
     code = ("import os; os.environ.pop('TRITON_INTERPRET', None)\n"
             "from conveyor.partition import ConveyorError\nfrom conveyor.samplers import build_sampler\n"

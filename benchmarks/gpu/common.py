@@ -1,9 +1,10 @@
-"""What every step shares: the run's context (device, sizes, folders, the environment for child
-processes), running a child under a time limit with its output logged, and the step's JSON.
+"""What every phase shares: the run's context (device, sizes, folders, the phase's deadline, the
+environment of child processes), running a child under a time limit with its output logged, and
+each step's JSON, written the moment the step ends.
 
 The driver itself imports only the standard library and never touches CUDA: everything that
 needs torch runs in a child process, so no CUDA context of the driver's sits beside an MPS daemon,
-a sanitizer or a benchmark.
+a sanitizer or a benchmark, and a hung kernel can always be killed with its process group.
 """
 from __future__ import annotations
 
@@ -21,20 +22,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
 DATA_ROOT = CACHE / "data"  # the tests' data root too (tests/conftest.py): one copy of each graph
-WORK = CACHE / "gpu-suite"  # offline installs and builds: kept between runs on one machine
+WORK = CACHE / "gpu-suite"  # what a phase installs on its machine
 SITE = WORK / "site-packages"  # the prepared wheels, installed
-PYG_EXT = WORK / "pyg-ext"  # torch_scatter and torch_sparse, built here for the PyG reference
-DEFAULT_WHEELS = REPO / ".gpu-wheels"  # --prepare's default: git-ignored, carried with the tree
+DEFAULT_WHEELS = REPO / ".gpu-wheels"  # --prepare's folder: git-ignored, carried with the tree
+RESERVE_S = 25  # kept back from every step for the next steps' records and the packing
 
 
 @dataclass
 class Context:
     device: str  # "cuda" or "cpu"
     tiny: bool  # a small graph and a few batches: the CPU dry run
-    label: str  # the results folder's name: h100, cpu-tiny, ...
-    results: Path
+    label: str  # the device folder's name: h100, cpu-tiny, ...
+    results: Path  # benchmarks/results/<label>: phase1/, phase2/, phase3/ and summary.md
     wheels: Path
-    started: float = field(default_factory=time.time)
+    phase: int = 0
+    budget_s: float = 530.0  # the phase's time: the device tool's 10 minutes less start-up and transfers
+    commit: str = "unknown"
+    started: float = field(default_factory=time.monotonic)
+    fused_ok: bool = True  # False once the smoke launch failed: later steps leave the kernel alone
 
     @property
     def cuda(self) -> bool:
@@ -45,13 +50,26 @@ class Context:
         """The synthetic graph: products-sized, or a 12K-node one for the dry run."""
         return 0.005 if self.tiny else 1.0
 
+    @property
+    def phase_dir(self) -> Path:
+        return self.results / f"phase{self.phase}"
+
+    def left(self) -> float:
+        """Seconds left of the phase's budget."""
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def limit(self, wanted: float) -> float:
+        """A child's time limit: what it asks for, within what the phase has left."""
+        return max(1.0, min(wanted, self.left() - RESERVE_S))
+
     def env(self, **extra) -> dict:
         """The environment of a child: our offline installs first on the path, the repo's data
         root, and (on CPU) Triton's interpreter so the fused kernel can run at all."""
         env = dict(os.environ)
-        paths = [str(p) for p in (REPO, SITE, PYG_EXT) if p.is_dir()]
+        paths = [str(p) for p in (REPO, SITE) if p.is_dir()]
         env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.setdefault("CONVEYOR_DATA_ROOT", str(DATA_ROOT))
+        env["PYTHONUNBUFFERED"] = "1"  # a child killed at its limit has printed what it did
         if not self.cuda:
             env.setdefault("TRITON_INTERPRET", "1")
         env.update({k: str(v) for k, v in extra.items()})
@@ -88,6 +106,7 @@ class Outcome:
     seconds: float
     log: Path
     output: str
+    limit_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -95,16 +114,17 @@ class Outcome:
 
     def describe(self) -> str:
         if self.rc is None:
-            return f"timed out after {self.seconds:.0f} s (log: {self.log})"
-        return f"exit {self.rc} after {self.seconds:.0f} s (log: {self.log})"
+            return f"killed at its {self.limit_s:.0f} s limit (log: {rel(self.log)})"
+        return f"exit {self.rc} after {self.seconds:.0f} s (log: {rel(self.log)})"
 
 
 def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float, env: dict | None = None,
                quiet: bool = False, title: str | None = None) -> Outcome:
     """Run `cmd` in the repo, its output to the console (unless `quiet`) and to
-    results/logs/<name>.log; past `limit_s` its whole process group gets SIGTERM, then SIGKILL:
-    the stage processes of a pipeline, a benchmark's workers, a build's compilers."""
-    log = ctx.results / "logs" / f"{name}.log"
+    <phase>/logs/<name>.log; past `limit_s` (within the phase's budget) its whole process group
+    gets SIGTERM, then SIGKILL: the stage processes of a pipeline, a benchmark's workers."""
+    limit_s = ctx.limit(limit_s)
+    log = ctx.phase_dir / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"$ {title or show(cmd)}   [limit {limit_s:.0f} s, log {rel(log)}]", flush=True)
     start = time.perf_counter()
@@ -117,6 +137,7 @@ def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float, env: dic
         def pump():
             for line in proc.stdout:
                 sink.write(line)
+                sink.flush()
                 lines.append(line)
                 if not quiet:
                     sys.stdout.write(line)
@@ -129,13 +150,13 @@ def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float, env: dic
         except subprocess.TimeoutExpired:
             rc = None
             stop_group(proc)
-        reader.join(timeout=30)
-    return Outcome(rc, time.perf_counter() - start, log, "".join(lines))
+        reader.join(timeout=10)
+    return Outcome(rc, time.perf_counter() - start, log, "".join(lines), limit_s)
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 20) -> None:
-    """SIGTERM first, so that a benchmark can quit the MPS daemon it started and ninja can
-    delete half-written objects; SIGKILL what is left after `grace_s`."""
+def stop_group(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM first, so that a benchmark can quit the MPS daemon it started; SIGKILL what is
+    left after `grace_s` (a thread blocked in a CUDA sync does not die of SIGTERM)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
@@ -148,6 +169,17 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 20) -> None:
             continue
 
 
+def last_json(output: str) -> dict | None:
+    """The last line of a child's output that is a JSON object (targets print one per stage)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
 def python_json(ctx: Context, code: str, timeout: float = 120) -> dict:
     """Run a Python snippet that prints one JSON object as its last line; {"error": ...} if not."""
     try:
@@ -155,14 +187,13 @@ def python_json(ctx: Context, code: str, timeout: float = 120) -> dict:
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
-    if proc.returncode != 0 or not proc.stdout.strip():
-        return {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    found = last_json(proc.stdout) if proc.returncode == 0 else None
+    return found if found is not None else {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
 
 
-def commit(wheels: Path = DEFAULT_WHEELS) -> str:
+def find_commit(wheels: Path = DEFAULT_WHEELS) -> str:
     """The checkout's commit (+ "-dirty"), or, in a copy of the tree without .git, the one
-    --prepare recorded in `wheels`."""
+    --prepare recorded in `wheels` (marked so)."""
     head = capture(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO)
     if head:
         dirty = capture(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO)
@@ -174,21 +205,16 @@ def commit(wheels: Path = DEFAULT_WHEELS) -> str:
 
 
 def write_result(ctx: Context, step: str, result: dict) -> Path:
-    path = ctx.results / f"{step}.json"
+    path = ctx.phase_dir / f"{step}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    result = {"step": step, "device": ctx.label, "commit": commit(ctx.wheels),
+    result = {"step": step, "phase": ctx.phase, "device": ctx.label, "commit": ctx.commit,
               "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **result}
     path.write_text(json.dumps(result, indent=1, default=str))
     return path
 
 
-def read_result(ctx: Context, step: str) -> dict | None:
-    path = ctx.results / f"{step}.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def rel(path: Path) -> str:
-    """A path as the commands in the summary show it: relative to the repo where it can be."""
+    """A path as the results show it: relative to the repo where it can be."""
     try:
         return str(Path(path).resolve().relative_to(REPO))
     except ValueError:
@@ -207,3 +233,7 @@ def show(cmd: list[str]) -> str:
 
 def which(name: str) -> str | None:
     return shutil.which(name)
+
+
+def failed(result: dict, reason: str) -> dict:
+    return {**result, "status": "failed", "reason": reason}
