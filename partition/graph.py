@@ -89,7 +89,9 @@ class Graph:
     def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None) -> "Graph":
         """A Graph from a PyG `Data`: `edge_index`, and where present `x`, `y` and the splits as
         boolean masks (`train_mask`, `val_mask`, `test_mask`, as Planetoid has them) or node ids
-        (`train_idx`, ...). `num_classes` defaults to `y.max() + 1`. Duplicate edges are dropped."""
+        (`train_idx`, ...). `num_classes` defaults to `y.max() + 1` (class ids, int64; OGB's [N, 1]
+        flattened) or C (float [N, C] multi-label targets, kept as they are; float class ids are
+        kept too, for conveyor.fit to refuse). Duplicate edges are dropped."""
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             raise ConveyorError(
@@ -98,9 +100,11 @@ class Graph:
                 f"(e.g. data.to_homogeneous()).")
         num_nodes = int(data.num_nodes)
         x, y = getattr(data, "x", None), getattr(data, "y", None)
-        if y is not None:
-            y = y.reshape(-1).long()  # OGB stores labels as [N, 1]
-            num_classes = int(y.max()) + 1 if num_classes is None and y.numel() else num_classes
+        if y is not None and y.is_floating_point():
+            num_classes = y.size(1) if num_classes is None and y.dim() == 2 else num_classes
+        elif y is not None:
+            y = y.reshape(-1).long() if y.dim() == 2 and y.size(1) == 1 else y.long()  # OGB: [N, 1]
+            num_classes = int(y.max()) + 1 if num_classes is None and y.numel() and y.dim() == 1 else num_classes
         splits = {f"{split}_idx": _split_ids(data, split, num_nodes) for split in SPLIT_NAMES}
         graph = cls.from_edge_index(edge_index, num_nodes, x=None if x is None else x.float(), y=y,
                                     num_classes=num_classes, name=name, **splits)
