@@ -33,6 +33,7 @@ from .loop import train_epoch
 from .loss import default_loss
 from .metrics import setup_logging
 from .models import build_model
+from .portable import portable_spec, with_weights
 from .precision import Precision, resolve_precision
 from .provenance import provenance
 from .resume import apply_optimizer_settings
@@ -71,6 +72,7 @@ class Run:
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
     loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
+    portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
 
     @property
     def seed(self) -> int:
@@ -99,6 +101,7 @@ def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
     default objective (trainer/loss.py)."""
     run = start_run(settings, ctx or LocalContext(settings), model, make_optimizer)
     run.loss = loss or default_loss
+    run.portable = portable_spec(run.model)
     try:
         for epoch in range(run.start_epoch, run.epochs + 1):
             if patience_ran_out(run):
@@ -249,7 +252,7 @@ def end_epoch(run: Run, record: dict) -> None:
     if not run.ctx.is_main:
         return
     model = {"epoch": record["epoch"], "model": run.model.state_dict(), "config": run.recorder.config,
-             "conveyor": provenance()}
+             "conveyor": provenance(), "module": with_weights(run.portable, run.model)}
     if run.best["epoch"] == record["epoch"]:
         save_checkpoint(run.out_dir, {**model, "best": run.best}, BEST)
     scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
