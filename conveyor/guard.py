@@ -67,7 +67,8 @@ def _is_main_test(test: ast.expr) -> bool:
 def stop_if_reimported() -> None:
     """In a spawned process that is importing the parent's script again (its top-level code called
     fit): say why on stderr and exit with code 2 before starting anything."""
-    if multiprocessing.parent_process() is None:
+    # While a spawned process imports the script it has its own name but no parent_process() yet.
+    if multiprocessing.current_process().name == "MainProcess":
         return
     frame = _top_level_frame("__mp_main__")
     if frame is not None:

@@ -2,6 +2,7 @@
 checks of a dataset's arrays (partition/datasets/contents.py), what only Python can hand over
 (x that requires grad, float labels, a class or a number as the model), the out_dir lock, and a
 script without the `__main__` guard. Each refusal is one paragraph before any work."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -138,7 +139,7 @@ def test_a_script_without_the_main_guard_stops_at_once_with_the_fix(guarded, dat
     script.write_text(SCRIPT.format(root=str(data_root), call=call))
     start = time.monotonic()
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)}, timeout=600)
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
     if guarded:
         assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-3000:]
         return
@@ -148,3 +149,25 @@ def test_a_script_without_the_main_guard_stops_at_once_with_the_fix(guarded, dat
     assert f"{script} again" in last and "line 5" in last and 'if __name__ == "__main__":' in last
     assert "pipeline=serial" in last and "sampler stage" not in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_stage_process_rerunning_an_unguarded_script_exits_with_the_fix(tmp_path):
+    """What fit() does first in a spawned process that is importing the script again (the check
+    in the script's own process would have stopped an unguarded fit() call before that)."""
+    script = tmp_path / "spawns.py"
+    script.write_text(textwrap.dedent("""\
+        import multiprocessing
+        from conveyor.guard import stop_if_reimported
+
+        stop_if_reimported()  # as fit() begins
+        if multiprocessing.parent_process() is None:
+            child = multiprocessing.get_context("spawn").Process(target=print)
+            child.start()
+            child.join()
+            print("child exit", child.exitcode)
+        """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.strip() == "child exit 2", done.stderr
+    assert done.stderr.strip().startswith("conveyor: error: conveyor.fit() runs the pipeline's stages")
+    assert f"{script} again" in done.stderr and "line 4" in done.stderr and "Traceback" not in done.stderr
