@@ -197,10 +197,19 @@ def damaged(path: Path, rebuilt_from: Path, reason: str) -> ConveyorError:
 
 
 def _split_ids(data, split: str, num_nodes: int) -> Optional[Tensor]:
-    """A PyG Data's `{split}_mask` (boolean, one per node) or `{split}_idx` as int64 node ids."""
+    """A PyG Data's `{split}_mask` (boolean, one per node) or `{split}_idx` as int64 node ids (a
+    boolean `{split}_idx` read as the mask it is)."""
     mask, idx = getattr(data, f"{split}_mask", None), getattr(data, f"{split}_idx", None)
+    idx = None if idx is None else torch.as_tensor(idx)
+    if mask is None and idx is not None and idx.dtype == torch.bool:
+        mask = idx
+    elif mask is None and idx is not None:
+        if idx.is_floating_point():
+            raise ConveyorError(f"data.{split}_idx must hold integer node ids (or be a boolean mask), "
+                                f"got dtype {idx.dtype}; pass idx.long() if they are whole numbers.")
+        return idx.reshape(-1).long()
     if mask is None:
-        return None if idx is None else torch.as_tensor(idx).reshape(-1).long()
+        return None
     if mask.dtype != torch.bool or mask.shape != (num_nodes,):
         raise ConveyorError(
             f"data.{split}_mask must be a boolean tensor of shape [{num_nodes}] (one entry per "

@@ -171,3 +171,13 @@ def test_a_stage_process_rerunning_an_unguarded_script_exits_with_the_fix(tmp_pa
     assert done.stdout.strip() == "child exit 2", done.stderr
     assert done.stderr.strip().startswith("conveyor: error: conveyor.fit() runs the pipeline's stages")
     assert f"{script} again" in done.stderr and "line 4" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_split_ids_that_are_a_mask_or_floats_are_read_as_such_or_refused(cora, tmp_path):
+    data = cora.to_data()
+    data.train_idx, data.train_mask = data.train_mask, None  # a mask under the ids' name
+    result = conveyor.fit(data, fanouts=[5, 5], epochs=1, batch_size=70, out_dir=tmp_path / "ok",
+                          overrides=FAST)
+    assert result.history[0]["throughput_seeds_per_s"] * result.history[0]["epoch_time_s"] == pytest.approx(140)
+    data.train_idx = cora.train_idx.float()
+    refused(data, "data.train_idx must hold integer node ids", "torch.float32", out_dir=tmp_path / "run")
