@@ -81,3 +81,16 @@ def test_a_path_that_is_no_run_says_what_to_pass(tmp_path):
         conveyor.load(tmp_path)
     with pytest.raises(ConveyorError, match=r"does not exist; pass a run's run.out_dir"):
         conveyor.load(tmp_path / "nothing")
+
+
+def test_a_command_line_run_of_a_pyg_target_comes_back_as_pyg_s_model(data_root, cora, tmp_path):
+    from conveyor.trainer.run import train
+    from tests.configs import make_config
+    train(make_config("data=cora", "model=gat", f"data.root={data_root}", "trainer.epochs=1",
+                      "sampler.fanouts=[5,5]", f"run.out_dir={tmp_path / 'gat'}"))
+    model = conveyor.load(tmp_path / "gat")
+    assert type(model) is GAT and model.convs[0].heads == 8 and not model.training  # conf/model/gat.yaml
+    best = torch.load(tmp_path / "gat" / "checkpoints" / "best.pt", weights_only=True)
+    assert all(key.startswith("gnn.") for key in best["model"])  # the trainer's own keys: PerHopGNN's
+    assert best["module"]["state"].keys() == model.state_dict().keys()  # PyG's, without the prefix
+    assert conveyor.predict(model, cora).argmax(1).eq(cora.y).float().mean() > 0.3
