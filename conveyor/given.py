@@ -38,6 +38,7 @@ def checked_graph(given) -> Graph:
     graph = dataclasses.replace(given) if isinstance(given, Graph) else Graph.from_data(given)
     if graph.x is None or graph.y is None:
         check_trainable(graph, where)  # says that training needs both
+    graph.x = graph.x.float()  # trained in float32, as every dataset loader gives it (checked above)
     declared = given.num_classes if isinstance(given, Graph) else None  # a Data's count is max(y) + 1
     graph.num_classes, flat = checked_labels(graph.y, declared, where)
     splits = {name: _ids(getattr(graph, name)) for name in SPLITS}
