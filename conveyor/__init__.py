@@ -1,7 +1,9 @@
 """conveyor from Python: `conveyor.fit(graph_or_data, ...)` trains as the `conveyor` command does
-and returns the trained model and its history. The top of the import order, beside launch.py.
+and returns the trained model and its history; `conveyor.load(run_dir)` gives a run's model back
+and `conveyor.predict(model, data)` its output for every node. The top of the import order,
+beside launch.py.
 
-`fit` and `TrainResult` load the trainer (torch_geometric) when first used, so the command's
+`fit`, `load`, `predict` and `TrainResult` load the trainer (torch_geometric) when first used, so the command's
 `--help` and its config checks do not wait for it.
 
 The stages are this package's subpackages (`conveyor.partition`, `conveyor.samplers`,
@@ -17,12 +19,15 @@ if not Path(__file__).with_name("partition").is_dir() and (_root / "pyproject.to
 del _root
 from conveyor.partition import ConveyorError, Graph  # noqa: E402  (the path first)
 
-__all__ = ["ConveyorError", "Graph", "TrainResult", "fit"]
+__all__ = ["ConveyorError", "Graph", "TrainResult", "fit", "load", "predict"]
 
 
 def __getattr__(name: str):
     if name == "fit":
         from .fit import fit as value
+    elif name in ("load", "predict"):
+        from . import trained
+        value = getattr(trained, name)
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

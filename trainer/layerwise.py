@@ -79,13 +79,14 @@ def takes_degree(model: nn.Module) -> bool:
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
-                     feature_dtype: torch.dtype | None = None) -> Tensor:
+                     feature_dtype: torch.dtype | None = None, num_layers: int | None = None) -> Tensor:
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
-    as the feature cache does during training (cache.dtype)."""
+    as the feature cache does during training (cache.dtype). `num_layers`: only the first ones
+    (the nodes' embeddings after them), instead of all."""
     model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
-    targets = reached_nodes(graph, torch.unique(nodes), model.num_layers - 1)
+    targets = reached_nodes(graph, torch.unique(nodes), (num_layers or model.num_layers) - 1)
     full = build_sampler("bsp", graph, [-1])  # one hop, every in-neighbour: no random draws
     degree = graph_degree(graph) if takes_degree(model) else None
     inputs, input_ids = graph.x, None  # layer 1 reads the features, by global id

@@ -30,8 +30,10 @@ from .evaluation import split_figures
 from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
 from .loop import train_epoch
+from .loss import default_loss
 from .metrics import setup_logging
 from .models import build_model
+from .portable import portable_spec, with_weights
 from .precision import Precision, resolve_precision
 from .provenance import provenance
 from .resume import apply_optimizer_settings
@@ -69,6 +71,8 @@ class Run:
     best: dict = field(default_factory=lambda: dict(NO_BEST))
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
+    loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
+    portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
 
     @property
     def seed(self) -> int:
@@ -89,12 +93,15 @@ def build_batch_source(settings: Settings, graph: Graph, device: torch.device, r
 
 
 def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
-          make_optimizer: Callable | None = None) -> TrainResult:
+          make_optimizer: Callable | None = None, loss: Callable | None = None) -> TrainResult:
     """Train with these settings (checked as they were built, at the entry point), alone or (with
     a `distributed.RankContext`) as one DDP rank. `model` replaces the one `settings.model`
-    describes (it must follow the contract of `trainer.models`: `forward(x, layers)`);
-    `make_optimizer(parameters)` replaces Adam."""
+    describes (it must follow the contract of `trainer.models`, `forward(x, layers)`: wrap it
+    with `adapter.wrap_module`); `make_optimizer(parameters)` replaces Adam; `loss(out, y)` the
+    default objective (trainer/loss.py)."""
     run = start_run(settings, ctx or LocalContext(settings), model, make_optimizer)
+    run.loss = loss or default_loss
+    run.portable = portable_spec(run.model)
     try:
         for epoch in range(run.start_epoch, run.epochs + 1):
             if patience_ran_out(run):
@@ -190,7 +197,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     progress = run.settings.trainer.progress and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
                         f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
-                        run.precision.autocast)
+                        run.precision.autocast, run.loss)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -245,7 +252,7 @@ def end_epoch(run: Run, record: dict) -> None:
     if not run.ctx.is_main:
         return
     model = {"epoch": record["epoch"], "model": run.model.state_dict(), "config": run.recorder.config,
-             "conveyor": provenance()}
+             "conveyor": provenance(), "module": with_weights(run.portable, run.model)}
     if run.best["epoch"] == record["epoch"]:
         save_checkpoint(run.out_dir, {**model, "best": run.best}, BEST)
     scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
