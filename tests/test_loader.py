@@ -230,3 +230,31 @@ def test_the_readme_loader_example_trains_cora(tmp_path, monkeypatch, data_root)
     scope = {"__name__": "__main__"}  # the example's guarded block runs, as in a script
     exec(compile(readme_example(), "README.md", "exec"), scope)
     assert scope["accuracy"] >= 0.76
+
+
+# -- the trainer's batches come through the loader ------------------------------------------------
+
+def test_the_trainer_draws_its_batches_through_the_loader(tmp_path, data_root):
+    """The run's batch source is a NeighborLoader; its own epochs (PyG batches over the training
+    nodes, the run's seed) are the trainer's epochs, node for node."""
+    from conveyor.pipeline.seeds import STREAM_SAMPLER, stream_seed
+    from conveyor.trainer.context import LocalContext
+    from conveyor.trainer.run import build_loader, start_run
+    from tests.configs import make_config
+
+    settings = make_config("data=cora", f"data.root={data_root}", "pipeline=serial", "sampler.fanouts=[4,3]",
+                           "trainer.batch_size=32", "run.seed=5", f"run.out_dir={tmp_path}")
+    ctx = LocalContext(settings)
+    run = start_run(settings, ctx)
+    run.source.close()
+    assert isinstance(run.source, NeighborLoader) and run.source.parts["settings"] == settings.pipeline
+    loader = build_loader(settings, ctx.graph, ctx.device)
+    for epoch in (1, 2):
+        trainer_batches = loader.run(ctx.seed_batches(settings.run.seed, epoch),
+                                     stream_seed(settings.run.seed, epoch, STREAM_SAMPLER))
+        pyg_batches = list(iter(loader))
+        assert len(pyg_batches) == len(loader) == 5
+        for prepared, batch in zip(trainer_batches, pyg_batches, strict=True):
+            assert torch.equal(prepared.batch.n_id, batch.n_id) and torch.equal(prepared.x, batch.x)
+            assert torch.equal(prepared.y.long(), batch.y[:batch.batch_size])
+    loader.close()
