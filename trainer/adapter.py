@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GATConv, GATv2Conv, GINConv, SAGEConv
+from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.errors import one_line
+
+from .gcn import gcn_layer
 
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
@@ -57,13 +59,19 @@ class PerHopGNN(PerHopForward):
     def num_layers(self) -> int:
         return self.gnn.num_layers
 
-    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
+    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
+                            degree: Tensor | None = None) -> Tensor:
         """BasicGNN's own `inference_per_layer`, but bipartite where the layer allows it (only the
         `batch_size` targets are computed) and with its dropout while training, so that
-        `forward` runs hop by hop through it."""
+        `forward` runs hop by hop through it. `degree`: as SampledGNN's (trainer/gcn.py)."""
         gnn = self.gnn
         conv, norm = gnn.convs[layer], gnn.norms[layer]
-        x = conv((x, x[:batch_size]), edge_index) if isinstance(conv, BIPARTITE) else conv(x, edge_index)[:batch_size]
+        if isinstance(conv, BIPARTITE):
+            x = conv((x, x[:batch_size]), edge_index)
+        elif isinstance(conv, GCNConv):
+            x = gcn_layer(conv, x, edge_index, batch_size, degree)
+        else:
+            x = conv(x, edge_index)[:batch_size]
         if layer < gnn.num_layers - 1:
             x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
             x = norm(x)

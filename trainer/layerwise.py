@@ -6,7 +6,11 @@ figures are exact, and equal to a sampled evaluation with every fanout -1.
 A model can be evaluated so when it has `num_layers` and `inference_per_layer(layer, x,
 edge_index, batch_size)` (PyG's `BasicGNN` names): layer `layer` from the features `x` of its
 sources (its targets first) to its first `batch_size` targets. conveyor's models and
-`PerHopGNN` have both (their `forward` runs through it); a module of your own may add them.
+`PerHopGNN` have both (their `forward` runs through it; a bare PyG `BasicGNN` is run through
+`PerHopGNN`); a module of your own may add them. A model whose `inference_per_layer` also takes
+`degree` gets the whole graph's in-degree of each row of `x` (trainer/gcn.py): GCN's
+normalisation then reads whole-graph degrees, and the output is a full-graph forward's
+(tests/test_layerwise_exact.py), though a source's in-edges are not in the batch.
 
 Cost: layer i runs only on the nodes within L - i hops of the evaluated ones, each batch with all
 their in-edges. Only one batch is on the device at a time; each layer's output waits in host
@@ -14,15 +18,21 @@ memory (nodes x hidden x 4 bytes: ~2.5 GB for ogbn-products at hidden 256), as i
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import nullcontext
 from typing import List
 
 import torch
 from torch import Tensor, nn
+from torch_geometric.nn import GCNConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from conveyor.partition import ConveyorError, Graph
 from conveyor.partition.expansion import in_neighbour_chunks
 from conveyor.samplers import build_sampler
+
+from .adapter import PerHopGNN
+from .gcn import graph_degree
 
 
 def can_run_layerwise(model: nn.Module) -> bool:
@@ -60,6 +70,12 @@ def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
     return sets[::-1]
 
 
+def takes_degree(model: nn.Module) -> bool:
+    """Whether the model normalises by degrees (a GCNConv inside) and can be given them."""
+    return "degree" in inspect.signature(model.inference_per_layer).parameters and any(
+        isinstance(module, GCNConv) for module in model.modules())
+
+
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
@@ -67,9 +83,11 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
     as the feature cache does during training (cache.dtype)."""
+    model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
     targets = reached_nodes(graph, torch.unique(nodes), model.num_layers - 1)
     full = build_sampler("bsp", graph, [-1])  # one hop, every in-neighbour: no random draws
+    degree = graph_degree(graph) if takes_degree(model) else None
     inputs, input_ids = graph.x, None  # layer 1 reads the features, by global id
     for layer, wanted in enumerate(targets):
         outputs = None
@@ -79,8 +97,9 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
             rows = batch.n_id if input_ids is None else torch.searchsorted(input_ids, batch.n_id)
             x = inputs[rows]
             x = (x.to(feature_dtype) if feature_dtype is not None and layer == 0 else x).to(device).float()
+            extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
             with autocast():
-                out = model.inference_per_layer(layer, x, edge_index.to(device), num_dst)
+                out = model.inference_per_layer(layer, x, edge_index.to(device), num_dst, **extra)
             out = out.float().cpu()
             if outputs is None:
                 outputs = torch.empty(wanted.numel(), out.size(1))

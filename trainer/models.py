@@ -13,6 +13,7 @@ from torch_geometric.nn import GCNConv, SAGEConv
 from conveyor.partition import ConveyorError
 
 from .adapter import PerHopForward, model_from_target
+from .gcn import gcn_layer
 from .settings import MODELS, ModelSettings
 
 
@@ -37,16 +38,18 @@ class SampledGNN(PerHopForward):
     def num_layers(self) -> int:
         return len(self.layers)
 
-    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int) -> Tensor:
+    def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
+                            degree: Tensor | None = None) -> Tensor:
         """Layer `layer` alone, from the features `x` of its sources (targets first) to its first
         `batch_size` targets, with the activation and dropout after it (dropout only while
         training). PyG's BasicGNN name: `forward` runs it hop by hop, layer-wise inference
-        (trainer/layerwise.py) layer by layer over the whole graph."""
+        (trainer/layerwise.py) layer by layer over the whole graph. `degree`: the whole graph's
+        in-degree of each row of `x`, for GCN's normalisation (trainer/gcn.py)."""
         conv = self.layers[layer]
         if self.kind == "sage":
             x = conv((x, x[:batch_size]), edge_index)
         elif self.kind == "gcn":
-            x = conv(x, edge_index)[:batch_size]
+            x = gcn_layer(conv, x, edge_index, batch_size, degree)
         else:  # mlp: the same depth, but each node sees only its own features
             x = conv(x[:batch_size])
         if layer < len(self.layers) - 1:
