@@ -59,7 +59,7 @@ def sampler_of(sampler, num_neighbors, seed: int, device):
     if sampler not in (*SAMPLERS, "auto"):
         raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, {', '.join(SAMPLERS)}, "
                             f"or a sampler object, got {sampler!r}.")
-    return SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed)
+    return SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True)  # PyG's draws
 
 
 def features_of(cache, seed: int):

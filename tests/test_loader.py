@@ -14,6 +14,7 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 import conveyor
 from conveyor import NeighborLoader
 from conveyor.partition import ConveyorError
+from conveyor.samplers import SamplerSpec
 from conveyor.samplers.checks import assert_valid_batch
 from tests.configs import REPO
 from tests.test_pipeline import feature_graph
@@ -30,10 +31,14 @@ def batches(loader, epochs=1):
     return [[b.clone() for b in loader] for _ in range(epochs)]  # copies: the pipeline reuses its buffers
 
 
-def test_each_batch_has_pygs_attributes_and_meanings():
+@pytest.mark.parametrize("sampler", ["auto", "pyg", SamplerSpec("bsp", FANOUTS)],
+                         ids=["bsp-once", "pyg", "bsp-every-hop"])
+def test_each_batch_has_pygs_attributes_and_meanings(sampler):
+    """Whichever way the sampler draws (bsp once per node, as the loader asks it; PyG's own; bsp
+    at every hop, message-flow graphs cut to PyG's form), the batches are PyG's."""
     graph = feature_graph()
     with NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=32, input_nodes=graph.train_idx, shuffle=True,
-                        pipeline="serial", seed=3) as loader:
+                        pipeline="serial", seed=3, sampler=sampler) as loader:
         seen = []
         for batch in loader:
             n_id, bs = batch.n_id, batch.batch_size
@@ -71,7 +76,8 @@ def assert_pyg_batch(batch, graph, fanouts):
 def test_the_pipelines_batches_keep_the_sampler_contract():
     """`run()`, the trainer's path, yields the pipeline's own batches: the sampler contract holds."""
     graph = feature_graph()
-    loader = NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=50, pipeline="serial")
+    loader = NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=50, pipeline="serial",
+                            sampler=SamplerSpec("bsp", FANOUTS))
     seeds = list(graph.train_idx.split(50))
     for prepared, s in zip(loader.run(seeds, sampler_seed=1), seeds):
         assert_valid_batch(prepared.batch, graph, s, FANOUTS)
@@ -171,7 +177,7 @@ def test_a_closed_loader_says_so():
 # -- a PyG training loop, the loader swapped ------------------------------------------------------
 
 STOCK = {"GraphSAGE": GraphSAGE, "GCN": GCN, "GAT": GAT, "GIN": GIN}
-SEEDS, EPOCHS = (0, 1, 2, 3), 30
+SEEDS, EPOCHS = tuple(range(8)), 20
 
 
 def pyg_loop_accuracy(data, model_cls, seed, make_loader) -> float:
@@ -202,14 +208,14 @@ def conveyor_loader(seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", STOCK)
 def test_a_pyg_loop_trains_each_stock_model_as_over_pygs_loader(planetoid_cora, name):
-    """The mean test accuracy over four seeds is within 1.5 points of the same loop over PyG's
+    """The mean test accuracy over eight seeds is within 1.5 points of the same loop over PyG's
     NeighborLoader (which needs pyg-lib or torch_sparse)."""
     from torch_geometric.loader import NeighborLoader as PyGLoader
     ours = [pyg_loop_accuracy(planetoid_cora, STOCK[name], s, conveyor_loader(s)) for s in SEEDS]
     theirs = [pyg_loop_accuracy(planetoid_cora, STOCK[name], s, PyGLoader) for s in SEEDS]
     mean_ours, mean_theirs = sum(ours) / len(SEEDS), sum(theirs) / len(SEEDS)
     assert mean_ours > 0.6, ours
-    assert abs(mean_ours - mean_theirs) <= 0.015, (ours, theirs)
+    assert abs(mean_ours - mean_theirs) <= 0.015, (mean_ours, mean_theirs, ours, theirs)
 
 
 def test_the_async_loader_trains_in_a_pyg_loop(planetoid_cora):
