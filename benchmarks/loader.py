@@ -43,6 +43,8 @@ def parse_args(argv=None):
     p.add_argument("--fanouts", default="15,10,5")
     p.add_argument("--hidden", type=int, default=256, help="GraphSAGE's hidden_channels (conveyor's model.hidden)")
     p.add_argument("--pipeline", default="async", choices=("async", "serial"), help="conveyor's loader's pipeline")
+    p.add_argument("--threads", type=int, default=None, help="torch threads of the training process (both loaders; "
+                                                             "default: torch's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON path")
     p.add_argument("--worker", default=None, choices=LOADERS, help=argparse.SUPPRESS)  # internal: one loader
@@ -114,6 +116,8 @@ def worker(args) -> None:
     import torch
 
     from conveyor.partition.datasets import load_dataset
+    if args.threads:
+        torch.set_num_threads(args.threads)
     graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
     loader, how = make_loader(args, args.worker, graph)
     figures = {"loader": args.worker, "how": how, "torch_threads": torch.get_num_threads(),
@@ -132,7 +136,7 @@ def run_worker(args, name: str, result: Path) -> dict:
     command = [sys.executable, __file__, "--worker", name, "--result", str(result), "--scale", str(args.scale),
                "--data-root", args.data_root, "--device", args.device, "--batch-size", str(args.batch_size),
                "--fanouts", args.fanouts, "--hidden", str(args.hidden), "--pipeline", args.pipeline,
-               "--seed", str(args.seed)]
+               "--seed", str(args.seed), *(["--threads", str(args.threads)] if args.threads else [])]
     subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(result.read_text())
 
@@ -161,7 +165,8 @@ def table(results: dict, args) -> str:
         f"- machine: {os.cpu_count()} cores, torch threads {ours['torch_threads']}, load average (1 min) before "
         f"{ours['load_before'][0]:.2f} / {theirs['load_before'][0]:.2f} (conveyor / PyG) {platform.machine()}",
         f"- command: python benchmarks/loader.py --scale {args.scale} --fanouts {args.fanouts} "
-        f"--batch-size {args.batch_size} --device {args.device} --pipeline {args.pipeline}"])
+        f"--batch-size {args.batch_size} --device {args.device} --pipeline {args.pipeline}"
+        + (f" --threads {args.threads}" if args.threads else "")])
 
 
 def main(argv=None) -> None:
