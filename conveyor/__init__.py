@@ -3,11 +3,14 @@ and returns the trained model and its history; `conveyor.load(run_dir)` gives a 
 and `conveyor.predict(model, data)` its output for every node. The top of the import order,
 beside launch.py.
 
-`fit`, `load`, `predict` and `TrainResult` load the trainer (torch_geometric) when first used, so the command's
-`--help` and its config checks do not wait for it.
+`conveyor.NeighborLoader(data, num_neighbors=..., batch_size=...)` is PyG's loader of that name
+over conveyor's pipeline, for a training loop of your own.
+
+`fit`, `load`, `predict`, `TrainResult` and `NeighborLoader` load the trainer or PyG when first
+used, so the command's `--help` and its config checks do not wait for them.
 
 The stages are this package's subpackages (`conveyor.partition`, `conveyor.samplers`,
-`conveyor.cache`, `conveyor.pipeline`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
+`conveyor.cache`, `conveyor.pipeline`, `conveyor.loader`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
 puts them inside `conveyor/` (pyproject.toml's package-dir); a checkout keeps them as top-level
 folders (the design's layout), so there this package's search path also holds the checkout's root.
 Either way nothing but `conveyor` is a top-level name: a user's own `trainer.py` shadows nothing."""
@@ -19,7 +22,7 @@ if not Path(__file__).with_name("partition").is_dir() and (_root / "pyproject.to
 del _root
 from conveyor.partition import ConveyorError, Graph  # noqa: E402  (the path first)
 
-__all__ = ["ConveyorError", "Graph", "TrainResult", "fit", "load", "predict"]
+__all__ = ["ConveyorError", "Graph", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
 
 
 def __getattr__(name: str):
@@ -28,6 +31,8 @@ def __getattr__(name: str):
     elif name in ("load", "predict"):
         from . import trained
         value = getattr(trained, name)
+    elif name == "NeighborLoader":
+        from conveyor.loader import NeighborLoader as value
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

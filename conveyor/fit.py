@@ -16,6 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from conveyor.partition import ConveyorError
+from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.adapter import wrap_module
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.outdir import lock_out_dir
@@ -24,7 +25,6 @@ from conveyor.trainer.run import TrainResult, train
 from .compose import compose_config
 from .config import settings_from_config
 from .given import check_loss, check_model_argument, check_model_shapes, checked_graph
-from .guard import stop_if_reimported, unguarded_call
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
@@ -48,13 +48,13 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).
     overrides: any other key as on the command line, e.g. `["pipeline=serial", "model.hidden=64"]`.
     """
-    stop_if_reimported()  # a stage process running an unguarded script again (conveyor/guard.py)
+    stop_if_reimported("conveyor.fit()")  # a stage process running an unguarded script again
     check_model_argument(model)
     check_loss(loss)
     graph = checked_graph(graph)
     settings = fit_settings(model if isinstance(model, str) else None, overrides, keywords)
-    if settings.pipeline.name == "async" and (problem := unguarded_call()):
-        raise ConveyorError(problem)
+    if settings.pipeline.name == "async":
+        check_main_guard("conveyor.fit()")  # before any work, not when the pipeline starts
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None:
         check_model_shapes(given, graph, settings.sampler.fanouts)

@@ -33,6 +33,7 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     cores.py     the cores this process may use and how many are idle (the sampling threads)
     sharing.py   opening the trainer's graph in the stage processes without copying it
     shutdown.py  starting and stopping processes so nothing hangs or is left behind
+    guard.py     refusing to spawn from a script's top level without `if __name__ == "__main__":`
 """
 import dataclasses
 import logging

@@ -145,7 +145,7 @@ def test_a_script_without_the_main_guard_stops_at_once_with_the_fix(guarded, dat
         return
     assert done.returncode == 1 and time.monotonic() - start < 120
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("conveyor.partition.errors.ConveyorError: conveyor.fit() runs the pipeline's stages")
+    assert last.startswith("conveyor.partition.errors.ConveyorError: conveyor.fit() starts its stage processes")
     assert f"{script} again" in last and "line 5" in last and 'if __name__ == "__main__":' in last
     assert "pipeline=serial" in last and "sampler stage" not in done.stderr
     assert not (tmp_path / "run").exists()
@@ -157,9 +157,9 @@ def test_a_stage_process_rerunning_an_unguarded_script_exits_with_the_fix(tmp_pa
     script = tmp_path / "spawns.py"
     script.write_text(textwrap.dedent("""\
         import multiprocessing
-        from conveyor.guard import stop_if_reimported
+        from conveyor.pipeline.guard import stop_if_reimported
 
-        stop_if_reimported()  # as fit() begins
+        stop_if_reimported("conveyor.fit()")  # as fit() begins
         if multiprocessing.parent_process() is None:
             child = multiprocessing.get_context("spawn").Process(target=print)
             child.start()
@@ -169,7 +169,7 @@ def test_a_stage_process_rerunning_an_unguarded_script_exits_with_the_fix(tmp_pa
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.stdout.strip() == "child exit 2", done.stderr
-    assert done.stderr.strip().startswith("conveyor: error: conveyor.fit() runs the pipeline's stages")
+    assert done.stderr.strip().startswith("conveyor: error: conveyor.fit() starts its stage processes")
     assert f"{script} again" in done.stderr and "line 4" in done.stderr and "Traceback" not in done.stderr
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List
 import torch
 
 from conveyor.cache import CacheSpec
+from conveyor.loader import NeighborLoader
 from conveyor.partition import ConveyorError, Graph
 from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
@@ -65,7 +66,7 @@ class Run:
     scheduler: Any  # a torch.optim.lr_scheduler, or None (trainer.lr_schedule=none)
     inference: str  # "layerwise" or "sampled" (trainer/layerwise.py, resolve_inference)
     recorder: Any
-    source: Any  # SerialBatches or pipeline.AsyncBatches
+    source: NeighborLoader  # the one batch source: its run() yields the pipeline's PreparedBatches
     precision: Precision
     start_epoch: int = 1
     best: dict = field(default_factory=lambda: dict(NO_BEST))
@@ -83,13 +84,29 @@ class Run:
         return self.settings.trainer.epochs
 
 
-def build_batch_source(settings: Settings, graph: Graph, device: torch.device, recorder=None):
-    """The stage(s) that turn seeds into prepared batches, each built from its own settings: the
-    sampler's, the cache's, the pipeline's (in-process or a process pipeline). `recorder` (a
-    RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+def batch_parts(settings: Settings, device: torch.device) -> tuple:
+    """The sampler and the feature cache as specs, each from its own settings."""
     seed = settings.run.seed
-    return batch_source(graph, SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed), device,
-                        settings.pipeline, settings.trainer.largest_batch_ratio, recorder)
+    return SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed)
+
+
+def build_loader(settings: Settings, graph: Graph, device: torch.device, recorder=None) -> NeighborLoader:
+    """The run's one batch source: a `conveyor.NeighborLoader` over the pipeline the settings
+    describe (in-process or a process pipeline), started now, so that its start-up is no epoch's
+    time. The trainer draws `PreparedBatch`es from it by `run()` (its models' per-hop fast path).
+    `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+    loader = NeighborLoader.from_settings(graph, *batch_parts(settings, device), device, settings.pipeline,
+                                          settings.run.seed, settings.trainer.largest_batch_ratio, recorder,
+                                          input_nodes=graph.train_idx, batch_size=settings.trainer.batch_size)
+    loader.source  # noqa: B018  (starts the pipeline)
+    return loader
+
+
+def build_batch_source(settings: Settings, graph: Graph, device: torch.device, recorder=None):
+    """The pipeline's batch source alone, as the loader builds it (for the pipeline's own tests and
+    benchmarks, which look at its processes and statistics)."""
+    return batch_source(graph, *batch_parts(settings, device), device, settings.pipeline,
+                        settings.trainer.largest_batch_ratio, recorder)
 
 
 def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
@@ -149,7 +166,7 @@ def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     if state is not None:
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
-    source = build_batch_source(settings, graph, ctx.device, recorder)
+    source = build_loader(settings, graph, ctx.device, recorder)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best)
 
