@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from conveyor.partition import ConveyorError, Graph
 from conveyor.partition.errors import one_line
+from conveyor.partition.regular import check_regular
 from conveyor.trainer.adapter import EdgeIndexGNN, wrap_module
 from conveyor.trainer.checkpoint import BEST, CHECKPOINT, load_checkpoint
 from conveyor.trainer.layerwise import can_run_layerwise, layerwise_logits
@@ -27,12 +28,12 @@ def checkpoint_file(path) -> Path:
     """The checkpoint `path` names: a file, or a run folder's best.pt (else last.pt)."""
     path = Path(path).expanduser()
     if path.is_dir():
-        found = [path / name for name in (BEST, CHECKPOINT) if (path / name).is_file()]
+        found = [path / name for name in (BEST, CHECKPOINT) if (path / name).exists()]
         if not found:
             raise ConveyorError(f"{path} holds no {BEST} or {CHECKPOINT}: it is not a run folder, or "
                                 f"no epoch of its run finished; pass a run's run.out_dir or a checkpoint file.")
         return found[0]
-    if not path.is_file():
+    if not check_regular(path, "checkpoint").exists():
         raise ConveyorError(f"{path} does not exist; pass a run's run.out_dir or a checkpoint file "
                             f"(checkpoints/best.pt or last.pt in it).")
     return path

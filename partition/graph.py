@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from .errors import ConveyorError
+from .regular import check_regular
 
 TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
 SPLIT_NAMES = ("train", "val", "test")
@@ -182,6 +183,7 @@ class Graph:
 def load_saved(path: Path, rebuilt_from: Path, mmap: bool = False):
     """A file conveyor saved: `.json`, or tensors read with `weights_only=True` (nothing in it can
     run code). A damaged one raises a ConveyorError naming it and what to delete."""
+    check_regular(path, "saved file")
     try:
         if path.suffix == ".json":
             return json.loads(path.read_text())

@@ -15,6 +15,7 @@ import torch
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.errors import one_line
+from conveyor.partition.regular import check_regular
 
 from .files import write_atomically
 from .resume import check_resumable
@@ -39,7 +40,7 @@ def save_checkpoint(out_dir, state: dict, name: str = CHECKPOINT) -> Path:
 
 def load_checkpoint(out_dir, map_location="cpu", name: str = CHECKPOINT) -> dict | None:
     """`last.pt` (or `name`, e.g. BEST) of the run in `out_dir`; None if there is none."""
-    path = Path(out_dir) / name
+    path = check_regular(Path(out_dir) / name, "checkpoint")
     if not path.exists():
         return None
     try:

@@ -26,6 +26,7 @@ import torch
 
 from ..errors import ConveyorError
 from ..graph import Graph
+from ..regular import check_regular
 from .common import finish, symmetrise
 from .contents import check_features, check_labels, check_splits
 
@@ -44,7 +45,7 @@ def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tens
             raise ConveyorError(f"{directory} has no {name}.npy or {name}.pt; the custom dataset "
                                 f"needs it (see partition/datasets/custom.py for the format).")
         return None, directory / f"{name}.npy"
-    path = found[0]
+    path = check_regular(found[0], f"custom array {name}")
     try:
         value = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
                  else torch.load(path, map_location="cpu", weights_only=True))

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from ..errors import ConveyorError
 from ..graph import Graph
+from ..regular import check_regular
 from .common import finish, reachable, symmetrise
 
 NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}  # our name -> PyG's folder
@@ -46,6 +47,8 @@ def raw_paths(root: str | Path, name: str) -> list[Path]:
 
 
 def _download_missing(root: Path, name: str) -> None:
+    for path in raw_paths(root, name):
+        check_regular(path, f"{NAMES[name]} raw file")
     missing = [p for p in raw_paths(root, name) if not p.exists()]
     if not missing:
         return
