@@ -11,6 +11,8 @@ The directory holds one file per array, each as `.npy` (numpy) or `.pt` (a torch
     val_idx     the validation nodes, the same way                                (optional)
     test_idx    the test nodes, the same way                                      (optional)
 
+Any real float or integer dtype, in either byte order, is converted; complex, string, object,
+sparse, meta or quantized arrays are refused naming the file and dtype (dtypes.py).
 Node ids run 0..N-1. Duplicate edges are dropped. A missing val/test split becomes an empty
 index tensor. `num_classes` is `y.max() + 1` unless given as an option. The values are checked
 too (contents.py): finite features, labels 0..C-1 that all occur, splits without repeated or
@@ -29,6 +31,7 @@ from ..graph import Graph
 from ..regular import check_regular
 from .common import finish, symmetrise
 from .contents import check_features, check_labels, check_splits
+from .dtypes import as_tensor
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
 HOLDS = ("edge_index, x, y and train_idx (val_idx and test_idx optional), each as a .npy or .pt file "
@@ -54,9 +57,7 @@ def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tens
                   if isinstance(err, pickle.UnpicklingError) else str(err).strip().splitlines()[0])
         raise ConveyorError(f"cannot read {path} ({reason}). Save a plain array with np.save or "
                             f"a tensor with torch.save.") from err
-    if not isinstance(value, (np.ndarray, torch.Tensor)):
-        raise ConveyorError(f"{path} holds a {type(value).__name__}, not an array or tensor.")
-    return torch.as_tensor(value), path
+    return as_tensor(value, path), path
 
 
 def _node_ids(directory: Path, name: str, value: torch.Tensor, n: int) -> torch.Tensor:
