@@ -18,6 +18,7 @@ from conveyor.partition.device import resolve_device
 from conveyor.partition.errors import one_line
 
 from .settings import ModelSettings, Settings
+from .sizes import check_model_size
 
 CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
 
@@ -26,6 +27,8 @@ def check_machine(settings: Settings) -> None:
     device = resolve_device(settings.run.device)
     check_world_size(settings.run.world_size, device)
     check_out_dir(Path(settings.run.out_dir))
+    check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
+                     len(settings.sampler.fanouts), device)
     check_data_paths(settings.data)
     check_model_target(settings.model)
 
