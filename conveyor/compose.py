@@ -39,7 +39,16 @@ TARGET = "model._target_"  # the model class, given on the command line with or 
 def run_id() -> str:
     """`${run_id:}` in run.out_dir's default: this process's id, or under torchrun the
     launcher's (the same for every rank of one job), so runs started in one second differ."""
-    return str(os.getppid() if "LOCAL_RANK" in os.environ else os.getpid())
+    return str(os.getppid() if "LOCAL_RANK" in os.environ else os.getpid()) + sweep_job()
+
+
+def sweep_job() -> str:
+    """`-N` for job N of a Hydra `-m` sweep, whose jobs share one process (and often a second)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return ""
+    return f"-{HydraConfig.get().job.num}"
 
 
 OmegaConf.register_new_resolver("run_id", run_id, replace=True, use_cache=True)

@@ -4,6 +4,7 @@ entry point (conveyor/config.py) runs it once, after building the settings, befo
 loaded."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import tempfile
@@ -17,6 +18,7 @@ from conveyor.partition.datasets.custom import check_folder
 from conveyor.partition.device import resolve_device
 from conveyor.partition.errors import one_line
 
+from .outdir import owns_out_dir
 from .settings import ModelSettings, Settings
 from .sizes import check_model_size
 
@@ -26,7 +28,8 @@ CHECKPOINTS = "checkpoints"  # the folder trainer/checkpoint.py writes into
 def check_machine(settings: Settings) -> None:
     device = resolve_device(settings.run.device)
     check_world_size(settings.run.world_size, device)
-    check_out_dir(Path(settings.run.out_dir))
+    if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
+        check_out_dir(Path(settings.run.out_dir))
     check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
                      len(settings.sampler.fanouts), device)
     check_data_paths(settings.data)
@@ -47,6 +50,7 @@ def check_world_size(world_size: int, device: torch.device) -> None:
 
 def check_out_dir(out_dir: Path) -> None:
     """Refuse an out_dir the run could not write its checkpoints into, before an epoch is lost."""
+    check_name_lengths(out_dir)  # first: a longer name fails every look at the path with an OSError
     try:  # a symlink loop reads as "does not exist" below, then fails the lock and Hydra's mkdir
         out_dir.resolve(strict=False)
     except (OSError, RuntimeError) as error:  # RuntimeError before Python 3.13, ELOOP after
@@ -70,6 +74,21 @@ def check_out_dir(out_dir: Path) -> None:
                             f"run.out_dir you can write to, or fix the permissions of {existing}.") from None
 
 
+def check_name_lengths(out_dir: Path) -> None:
+    """Refuse a folder name longer than the file system it falls on takes (NAME_MAX, 255 bytes
+    on most), each measured against the deepest folder of the path that exists."""
+    folder = Path(out_dir.absolute().anchor)
+    most = os.pathconf(folder, "PC_NAME_MAX")
+    for name in out_dir.absolute().parts[1:]:
+        if len(os.fsencode(name)) > most:
+            raise ConveyorError(f"run.out_dir={out_dir} has a folder name of {len(os.fsencode(name))} "
+                                f"bytes ({name[:40]}...), but the file system at {folder} takes names "
+                                f"of at most {most} bytes; choose a shorter run.out_dir.")
+        folder = folder / name
+        if folder.is_dir():
+            most = os.pathconf(folder, "PC_NAME_MAX")
+
+
 def try_write(existing: Path, missing: Path | None) -> None:
     """Make the folder `missing` in `existing` as the run will, and remove it again; or, with
     every folder there, write a file into `existing`. Raises the OSError the run would meet."""
@@ -80,7 +99,8 @@ def try_write(existing: Path, missing: Path | None) -> None:
         missing.mkdir()
     except FileExistsError:  # made meanwhile (another run starting): writable
         return
-    missing.rmdir()
+    with contextlib.suppress(OSError):  # another run put its lock in meanwhile: it is theirs
+        missing.rmdir()
 
 
 def check_data_paths(data) -> None:

@@ -10,6 +10,7 @@ names the sections accept live here and the modules that use them import them fr
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Dict, Optional
 
@@ -51,6 +52,9 @@ class RunSettings(Section):
     resume: bool = setting(False, "continue the run in run.out_dir from its last checkpoint", boolean())
     dist_timeout_s: float = setting(300, "run.world_size > 1: a rank stuck this long in a collective fails "
                                          "the job", number(0, low_open=True))
+
+    def check(self) -> None:  # `~` expanded once, here, so the lock, the checks and every write agree
+        object.__setattr__(self, "out_dir", os.path.expanduser(self.out_dir))
 
 
 @dataclass(frozen=True, kw_only=True)
