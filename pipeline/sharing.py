@@ -17,6 +17,8 @@ from torch import Tensor
 from conveyor.partition import Graph
 from conveyor.partition.graph import TENSOR_FIELDS
 
+from .shm import check_shm_room
+
 SAVED_FILE = "graph.pt"
 
 
@@ -50,9 +52,14 @@ def share_graph(graph: Graph) -> GraphHandle:
         maps = _file_maps()  # now with the second mapping of the file
         mapped = tuple(f for f in TENSOR_FIELDS
                        if _same_tensor(maps, getattr(graph, f), getattr(saved, f)))
-    shared = {f: getattr(graph, f).share_memory_() for f in TENSOR_FIELDS
-              if f not in mapped and getattr(graph, f) is not None}
+    moved = [f for f in TENSOR_FIELDS if f not in mapped and getattr(graph, f) is not None]
+    check_shm_room(sum(_bytes(getattr(graph, f)) for f in moved if not getattr(graph, f).is_shared()))
+    shared = {f: getattr(graph, f).share_memory_() for f in moved}
     return GraphHandle(directory, mapped, shared, graph.num_classes, graph.name)
+
+
+def _bytes(tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:
