@@ -23,7 +23,7 @@ from .gcn import gcn_layer
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
 BIPARTITE = (SAGEConv, GATConv, GATv2Conv, GINConv)
-CONVEYOR_KEYS = ("name", "hidden", "input_dropout")  # read here, not passed to the target
+CONVEYOR_KEYS = ("name", "hidden", "input_dropout", "gcn_degrees")  # read here, not passed to the target
 
 
 class PerHopForward(nn.Module):
@@ -31,15 +31,17 @@ class PerHopForward(nn.Module):
     after dropout on the raw features (`self.input_dropout`; as Kipf & Welling's GCN, it helps
     tiny label sets). A subclass gives `num_layers` and `inference_per_layer`."""
 
-    def forward(self, x: Tensor, layers) -> Tensor:
-        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
+    def forward(self, x: Tensor, layers, degree: Tensor | None = None) -> Tensor:
+        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer;
+        `degree`: each node's whole-graph in-degree, for GCN's normalisation (trainer/gcn.py)."""
         layers = list(layers)
         if len(layers) != self.num_layers:
             raise ConveyorError(f"the model has {self.num_layers} layers but the batch has "
                                 f"{len(layers)} hops; use one fanout per layer.")
         x = F.dropout(x, p=self.input_dropout, training=self.training)
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
+            extra = {} if degree is None else {"degree": degree[:num_src]}
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra)
         return x
 
 

@@ -18,13 +18,11 @@ memory (nodes x hidden x 4 bytes: ~2.5 GB for ogbn-products at hidden 256), as i
 """
 from __future__ import annotations
 
-import inspect
 from contextlib import nullcontext
 from typing import List
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from conveyor.partition import ConveyorError, Graph
@@ -32,7 +30,7 @@ from conveyor.partition.expansion import in_neighbour_chunks
 from conveyor.samplers import build_sampler
 
 from .adapter import PerHopGNN
-from .gcn import graph_degree
+from .gcn import graph_degree, takes_degree
 
 
 def can_run_layerwise(model: nn.Module) -> bool:
@@ -70,12 +68,6 @@ def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
     return sets[::-1]
 
 
-def takes_degree(model: nn.Module) -> bool:
-    """Whether the model normalises by degrees (a GCNConv inside) and can be given them."""
-    return "degree" in inspect.signature(model.inference_per_layer).parameters and any(
-        isinstance(module, GCNConv) for module in model.modules())
-
-
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
@@ -87,7 +79,7 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     model.eval()
     targets = reached_nodes(graph, torch.unique(nodes), model.num_layers - 1)
     full = build_sampler("bsp", graph, [-1])  # one hop, every in-neighbour: no random draws
-    degree = graph_degree(graph) if takes_degree(model) else None
+    degree = graph_degree(graph) if takes_degree(model, model.inference_per_layer) else None
     inputs, input_ids = graph.x, None  # layer 1 reads the features, by global id
     for layer, wanted in enumerate(targets):
         outputs = None

@@ -17,10 +17,11 @@ from .meter import DeviceMeter
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
-                on_log=None, log_every: int = 50, autocast=nullcontext) -> dict:
+                on_log=None, log_every: int = 50, autocast=nullcontext, degree=None) -> dict:
     """Train on `batches`; every `log_every` batches and at the last (the `total`-th),
     `on_log(step, loss)` gets the mean loss of the batches since the previous call. Returns the
-    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py)."""
+    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py).
+    `degree`: the whole graph's in-degrees, handed to the model by node (model.gcn_degrees=graph)."""
     model.train()
     meter, costs = DeviceMeter(), CostSum()
     train_s = 0.0
@@ -28,8 +29,9 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
+        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers())
+            out = model(pb.x.float(), pb.batch.layers(), **extra)
             loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

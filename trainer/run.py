@@ -27,6 +27,7 @@ from conveyor.samplers import SamplerSpec
 from .checkpoint import BEST, restore_weights, save_checkpoint
 from .context import LocalContext
 from .evaluation import split_figures
+from .gcn import training_degree
 from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
 from .loop import train_epoch
@@ -69,6 +70,7 @@ class Run:
     best: dict = field(default_factory=lambda: dict(NO_BEST))
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
+    train_degree: torch.Tensor | None = None  # model.gcn_degrees=graph: the graph's, on the device
 
     @property
     def seed(self) -> int:
@@ -96,6 +98,7 @@ def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
     `make_optimizer(parameters)` replaces Adam."""
     run = start_run(settings, ctx or LocalContext(settings), model, make_optimizer)
     try:
+        run.train_degree = training_degree(settings.model.gcn_degrees, run.graph, run.model, run.ctx.device)
         for epoch in range(run.start_epoch, run.epochs + 1):
             if patience_ran_out(run):
                 break
@@ -190,7 +193,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     progress = run.settings.trainer.progress and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
                         f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
-                        run.precision.autocast)
+                        run.precision.autocast, run.train_degree)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
