@@ -77,3 +77,33 @@ def test_a_trained_gcn_scores_what_its_weights_score_on_the_whole_graph(tmp_path
     for split in ("val", "test"):
         idx = getattr(graph, f"{split}_idx")
         assert result.final[f"{split}_acc"] == (full[idx].argmax(1) == graph.y[idx]).double().mean().item()
+
+
+def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
+    """trainer/plan.py keeps the batches of a graph this small; a big graph's are drawn each time."""
+    from conveyor.trainer import plan
+    model, nodes = make_model("gcn", cora), torch.cat([cora.val_idx, cora.test_idx])
+    kept = plan.LayerwisePlan(cora, nodes, 2, 300)
+    monkeypatch.setattr(plan, "KEEP_EDGES", 0)
+    drawn = plan.LayerwisePlan(cora, nodes, 2, 300)
+    assert kept.kept is not None and drawn.kept is None and len(kept) == len(drawn) == len(list(drawn))
+    first = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
+    again = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
+    assert torch.equal(first, again)
+    assert torch.equal(first, layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=drawn))
+
+
+def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(cora):
+    """trainer/adapter.py's bipartite_layer: evaluation's CSR product gives training's sums."""
+    from torch_geometric.nn import SAGEConv
+
+    from conveyor.trainer.adapter import bipartite_layer
+    torch.manual_seed(0)
+    conv, edge_index = SAGEConv(cora.x.size(1), 16), cora.edge_index()
+    shuffled = edge_index[:, torch.randperm(edge_index.size(1))]
+    targets = cora.num_nodes // 2  # sources beyond the targets, as in a batch
+    kept = shuffled[:, shuffled[1] < targets]
+    with torch.enable_grad():
+        expected = bipartite_layer(conv, cora.x, kept, targets)
+    with torch.no_grad():
+        torch.testing.assert_close(bipartite_layer(conv, cora.x, kept, targets), expected.detach(), atol=1e-5, rtol=0)

@@ -10,6 +10,9 @@ keys (`dropout`, and the class's own).
 """
 from __future__ import annotations
 
+import warnings
+
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINConv, SAGEConv
@@ -69,7 +72,7 @@ class PerHopGNN(PerHopForward):
         gnn = self.gnn
         conv, norm = gnn.convs[layer], gnn.norms[layer]
         if isinstance(conv, BIPARTITE):
-            x = conv((x, x[:batch_size]), edge_index)
+            x = bipartite_layer(conv, x, edge_index, batch_size)
         elif isinstance(conv, GCNConv):
             x = gcn_layer(conv, x, edge_index, batch_size, degree)
         else:
@@ -80,6 +83,31 @@ class PerHopGNN(PerHopForward):
             x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
             x = gnn.dropout(x)
         return x
+
+
+def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int) -> Tensor:
+    """`conv` from the sources `x` to the first `num_dst` of them. Without autograd (evaluation)
+    on the CPU, a SAGEConv sums by a sparse CSR product (PyG's spmm), the same sums 3-5x faster
+    than gathering every edge's source row (on this CPU: 0.26-0.43 against 1.33-1.42 s for 250K
+    edges at width 256); training keeps the edge list, whose backward is PyG's usual."""
+    if isinstance(conv, SAGEConv) and not torch.is_grad_enabled() and x.device.type == "cpu":
+        edge_index = csr_adjacency(edge_index, num_dst, x.size(0))
+    return conv((x, x[:num_dst]), edge_index)
+
+
+def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
+    """The [num_dst, num_src] adjacency as a torch CSR tensor. The samplers list each target's
+    in-edges together, targets in order: then no sort is needed (PyG's to_torch_csr_tensor sorts
+    always, which cost 5x the product itself)."""
+    src, dst = edge_index
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
+    with warnings.catch_warnings():  # torch's "CSR support is in beta": PyG's spmm is the user here
+        warnings.filterwarnings("ignore", message="Sparse (CSR tensor support is in beta|invariant checks)")
+        return torch.sparse_csr_tensor(crow, src, torch.ones(src.numel(), device=src.device), (num_dst, num_src))
 
 
 def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:

@@ -71,6 +71,7 @@ class Run:
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
     train_degree: torch.Tensor | None = None  # model.gcn_degrees=graph: the graph's, on the device
+    eval_plan: Any = None  # layer-wise evaluation's batches, kept from the first (trainer/plan.py)
 
     @property
     def seed(self) -> int:
@@ -241,9 +242,10 @@ def end_epoch(run: Run, record: dict) -> None:
     """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it: `best.pt` first
     when it is the best so far, so that `last.pt` never names a best epoch `best.pt` lacks."""
     log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
-             "train %.2fs)", record["epoch"], record["loss"], record["train_acc"],
+             "train %.2fs)%s", record["epoch"], record["loss"], record["train_acc"],
              _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), record["epoch_time_s"],
-             record["sample_s"], record["gather_s"], record["train_s"])
+             record["sample_s"], record["gather_s"], record["train_s"],
+             f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
     run.recorder.epoch(record)
     if not run.ctx.is_main:
         return
