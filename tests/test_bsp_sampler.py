@@ -1,10 +1,13 @@
+import importlib.util
+
 import pytest
 import torch
 from scipy import stats
 
-from conveyor.partition import ConveyorError
-from conveyor.samplers import build_sampler
+from conveyor.partition import ConveyorError, Graph
+from conveyor.samplers import bsp, build_sampler
 from conveyor.samplers.checks import assert_valid_batch
+from tests.configs import REPO
 from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
 from tests.sampler_checks import BAD_SEEDS, fan_rank_counts
 
@@ -80,6 +83,43 @@ def test_hops_draw_independently():
     key1 = set((hop1[1] * 10**6 + hop1[0]).tolist())
     overlap = sum(k in key1 for k in (hop2[1] * 10**6 + hop2[0]).tolist()) / copies
     assert 1.15 < overlap < 1.35, overlap  # sd of the mean is about 0.025
+
+
+def previous_release():
+    """benchmarks/bsp_previous.py: the bsp sampler as it was before #28 made it faster."""
+    spec = importlib.util.spec_from_file_location("bsp_previous", REPO / "benchmarks" / "bsp_previous.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PreviousBSPSampler
+
+
+def int32_power_law() -> Graph:
+    graph = power_law_graph(2000, 40000)
+    return Graph(graph.indptr, graph.indices.int())
+
+
+SAME_AS_BEFORE = {**GRAPHS, "int32 power_law": int32_power_law, "larger random": lambda: random_graph(5000, 100000)}
+
+
+# BITMAP_FROM 0 sorts every hop, a huge one marks every hop in the bitmap, 10 switches by size.
+@pytest.mark.parametrize("bitmap_from", [0, 10, 10**9])
+@pytest.mark.parametrize("name", SAME_AS_BEFORE)
+@pytest.mark.parametrize("fanouts", [[15, 10, 5], [3, 3], [-1, 2]])
+def test_the_same_batches_as_the_previous_release(name, fanouts, bitmap_from, monkeypatch):
+    """The faster bsp draws bit for bit the batches of the previous release's (same seed, same
+    draws, same order, same dtypes), batch after batch from one generator, whichever way it
+    deduplicates a hop's new nodes."""
+    monkeypatch.setattr(bsp, "BITMAP_FROM", bitmap_from)
+    graph = SAME_AS_BEFORE[name]()
+    new, old = build_sampler("bsp", graph, fanouts, seed=5), previous_release()(graph, fanouts, seed=5)
+    g = torch.Generator().manual_seed(1)
+    for batch_size in (1, 17, 300, graph.num_nodes, 300):
+        seeds = torch.randperm(graph.num_nodes, generator=g)[:batch_size]
+        a, b = new.sample(seeds), old.sample(seeds)
+        assert torch.equal(a.n_id, b.n_id) and a.n_id.dtype == b.n_id.dtype
+        assert torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
+        for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop, strict=True):
+            assert torch.equal(x, y) and x.dtype == y.dtype
 
 
 @pytest.mark.parametrize("seeds, words", BAD_SEEDS)
