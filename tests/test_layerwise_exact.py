@@ -86,8 +86,9 @@ def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
     kept = plan.LayerwisePlan(cora, nodes, 2, 300)
     monkeypatch.setattr(plan, "KEEP_EDGES", 0)
     drawn = plan.LayerwisePlan(cora, nodes, 2, 300)
-    assert kept.kept is not None and drawn.kept is None and len(kept) == len(drawn) == len(list(drawn))
     first = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
+    assert kept.kept is not None and len(kept.kept) == len(kept) == len(drawn) == len(list(drawn))
+    assert drawn.kept is None
     again = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
     assert torch.equal(first, again)
     assert torch.equal(first, layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=drawn))

@@ -4,7 +4,7 @@ Every evaluation of a run walks the same nodes through the same batches: the tar
 (the nodes within L - i hops of the evaluated ones) and, for each batch of them, all their
 in-edges, relabelled to the batch's own ids. Relabelling (a `unique` over each batch's sources)
 was half of an evaluation's time on the default run; a kept plan pays it once, at the first
-evaluation. A plan is kept when its edges fit `KEEP_EDGES` (int32 on the host: ~8 bytes an edge,
+evaluation (drawn as it goes). A plan is kept when its edges fit `KEEP_EDGES` (int32 on the host: ~8 bytes an edge,
 ~400 MB at the limit); a bigger one (ogbn-products, papers100m) is drawn again each time.
 """
 from __future__ import annotations
@@ -54,15 +54,24 @@ class LayerwisePlan:
     def __init__(self, graph: Graph, nodes: Tensor, num_layers: int, batch_size: int):
         self.graph, self.nodes, self.batch_size = graph, nodes, batch_size
         self.targets = reached_nodes(graph, torch.unique(nodes), num_layers - 1)
-        self.kept = [self.compact(b) for b in self.draw()] if graph.num_edges * num_layers <= KEEP_EDGES else None
+        self.keep = graph.num_edges * num_layers <= KEEP_EDGES
+        self.kept: List[LayerBatch] | None = None  # after the first whole pass, when self.keep
 
     def __len__(self) -> int:
         return sum(-(-wanted.numel() // self.batch_size) for wanted in self.targets)
 
     def __iter__(self) -> Iterator[LayerBatch]:
         if self.kept is None:
-            return self.draw()
+            return self.draw_and_keep() if self.keep else self.draw()
         return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.edge_index.long(), b.num_dst) for b in self.kept)
+
+    def draw_and_keep(self) -> Iterator[LayerBatch]:
+        """The first pass draws the batches as it goes (its progress bar counts the drawing too)."""
+        kept = []
+        for batch in self.draw():
+            kept.append(self.compact(batch))
+            yield batch
+        self.kept = kept
 
     def draw(self) -> Iterator[LayerBatch]:
         full = build_sampler("bsp", self.graph, [-1])  # one hop, every in-neighbour: no random draws
