@@ -3,6 +3,8 @@ SAGE, GCN, GAT, MLP, PyG's GCN, GraphSAGE, GAT, GIN, a user's own), the logits i
 val and test nodes of cora, in batches of 300 (so each layer takes several and most sources are
 not targets of their batch), are a full-graph forward's of the same weights, to 1e-4. GCN needs the
 whole graph's degrees for that (trainer/gcn.py); the others read only their targets' in-edges."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -108,3 +110,14 @@ def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(
         expected = bipartite_layer(conv, cora.x, kept, targets)
     with torch.no_grad():
         torch.testing.assert_close(bipartite_layer(conv, cora.x, kept, targets), expected.detach(), atol=1e-5, rtol=0)
+
+
+def test_evaluation_shows_its_progress_and_its_time(tmp_path, data_root, capsys):
+    """A tqdm bar over the layer-wise batches, and the epoch line ends with the evaluation's time."""
+    settings = make_config("data=cora", f"data.root={data_root}", "trainer.epochs=1", "trainer.progress=true",
+                           f"run.out_dir={tmp_path}")
+    train(settings)
+    err = capsys.readouterr().err
+    assert "eval:   0%" in err and "/2 [" in err  # a bar over cora's 2 batches, one per layer
+    line = next(text for text in err.splitlines() if "epoch 1:" in text)
+    assert re.search(r"\| [0-9.]+s \(sample .*\), eval [0-9.]+s$", line), line
