@@ -107,6 +107,8 @@ def markdown(report: dict) -> str:
         lines += ["", "The synthetic graph (the default run, `python launch.py`, and the same with `model=mlp`):",
                   "", "| model | conveyor test acc at best val (seeds) |", "|---|---|"]
         lines += [f"| {m} | {cell(s)} |" for m, s in synthetic]
+    if any(len(runs) < 10 for runs in report["runs"].values()):
+        lines += ["", FEWER_SEEDS]
     return "\n".join(lines) + "\n"
 
 
@@ -120,7 +122,10 @@ from Kipf and Welling (2017), GAT from Velickovic et al. (2018); GraphSAGE is he
 2 points. PyG reference: `mode=compare`'s (trainer/reference.py: PyG's stock model, its
 `NeighborLoader` sampling with {pyg_sampling}, in the training process) with the same settings and
 seeds. How it ran: {machine}, CPU, {threads} torch thread(s) per run, one run at a time under
-`nice`, load average {load} (other jobs share the 2 cores), torch {torch}."""
+`nice`, load average {load} when the table was last written (other jobs share the 2 cores), torch
+{torch}."""
+FEWER_SEEDS = ("**Fewer seeds than 10** where the brackets say so: this shared 2-core machine's time ran out. "
+               "`python benchmarks/accuracy.py --seeds 10` adds the missing ones (it skips the runs the JSON holds).")
 
 
 def setup(out: Path) -> dict:
