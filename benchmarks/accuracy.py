@@ -146,8 +146,8 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)  # on 2 shared cores, 2 threads make every step 10-50x slower
     report = load(args.out)
-    report["pairs"] = [p for p in map(list, report.get("pairs", [])) if p not in pairs(args.datasets, args.models)]
-    report["pairs"] += pairs(args.datasets, args.models)
+    wanted = [list(p) for p in pairs(args.datasets, args.models)]  # lists, as JSON gives them back
+    report["pairs"] = [p for p in report.get("pairs", []) if p not in wanted] + wanted
     report["setup"] = setup(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         for data, model in pairs(args.datasets, args.models):
