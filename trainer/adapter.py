@@ -96,13 +96,13 @@ def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int) -> Tensor
 
 
 def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
-    """The [num_dst, num_src] adjacency as a torch CSR tensor. The samplers list each target's
-    in-edges together, targets in order: then no sort is needed (PyG's to_torch_csr_tensor sorts
-    always, which cost 5x the product itself)."""
+    """The [num_dst, num_src] adjacency as a torch CSR tensor: one stable sort by target (cheap
+    where the sampler lists each target's in-edges together, as bsp does: 75 ms for 1.5M edges on
+    this CPU; PyG's to_torch_csr_tensor coalesces, which cost 5x the product itself). No host read
+    of a device value: the loop's figures stay on the device (tests/test_loop.py)."""
     src, dst = edge_index
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
-        order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
+    order = torch.argsort(dst, stable=True)
+    src, dst = src[order], dst[order]
     crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
     with warnings.catch_warnings():  # torch's "CSR support is in beta": PyG's spmm is the user here

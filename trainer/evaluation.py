@@ -38,7 +38,7 @@ def sampled_figures(run, splits: dict) -> Figures:
         batches = eval_seed_batches(idx, run.settings.trainer.eval_batch_size)
         loss, acc = evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
                              run.settings.trainer.progress and run.ctx.is_main, f"eval {split}",
-                             run.precision.autocast)
+                             run.precision.autocast, run.train_degree)
         figures[split] = (loss, acc, idx.numel())
     return figures
 

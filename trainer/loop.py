@@ -77,14 +77,16 @@ class CostSum:
 
 @torch.no_grad()
 def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
-             autocast=nullcontext) -> tuple[float, float]:
-    """(mean loss, accuracy) over `batches`, read from the device once, at the end."""
+             autocast=nullcontext, degree=None) -> tuple[float, float]:
+    """(mean loss, accuracy) over `batches`, read from the device once, at the end; `degree`: as
+    train_epoch's."""
     model.eval()
     meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
         raise_if_stop_requested()
+        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers())
+            out = model(pb.x.float(), pb.batch.layers(), **extra)
             loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
         meter.add(out, pb.y, loss)
         del pb, out, loss
