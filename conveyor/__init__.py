@@ -1,11 +1,16 @@
 """conveyor from Python: `conveyor.fit(graph_or_data, ...)` trains as the `conveyor` command does
-and returns the trained model and its history. The top of the import order, beside launch.py.
+and returns the trained model and its history; `conveyor.load(run_dir)` gives a run's model back
+and `conveyor.predict(model, data)` its output for every node. The top of the import order,
+beside launch.py.
 
-`fit` and `TrainResult` load the trainer (torch_geometric) when first used, so the command's
-`--help` and its config checks do not wait for it.
+`conveyor.NeighborLoader(data, num_neighbors=..., batch_size=...)` is PyG's loader of that name
+over conveyor's pipeline, for a training loop of your own.
+
+`fit`, `load`, `predict`, `TrainResult` and `NeighborLoader` load the trainer or PyG when first
+used, so the command's `--help` and its config checks do not wait for them.
 
 The stages are this package's subpackages (`conveyor.partition`, `conveyor.samplers`,
-`conveyor.cache`, `conveyor.pipeline`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
+`conveyor.cache`, `conveyor.pipeline`, `conveyor.loader`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
 puts them inside `conveyor/` (pyproject.toml's package-dir); a checkout keeps them as top-level
 folders (the design's layout), so there this package's search path also holds the checkout's root.
 Either way nothing but `conveyor` is a top-level name: a user's own `trainer.py` shadows nothing."""
@@ -17,12 +22,17 @@ if not Path(__file__).with_name("partition").is_dir() and (_root / "pyproject.to
 del _root
 from conveyor.partition import ConveyorError, Graph  # noqa: E402  (the path first)
 
-__all__ = ["ConveyorError", "Graph", "TrainResult", "fit"]
+__all__ = ["ConveyorError", "Graph", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
 
 
 def __getattr__(name: str):
     if name == "fit":
         from .fit import fit as value
+    elif name in ("load", "predict"):
+        from . import trained
+        value = getattr(trained, name)
+    elif name == "NeighborLoader":
+        from conveyor.loader import NeighborLoader as value
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

@@ -2,47 +2,72 @@
 
 It composes the same Hydra config as `launch.py` (conf/, with `data=memory`: the graph is the one
 given, nothing is loaded) with the keyword arguments and `overrides` (the command line's
-`KEY=VALUE` strings), builds and checks the same settings (conveyor/config.py) and runs the same
-`trainer.run.train`.
+`KEY=VALUE` strings), builds and checks the same settings (conveyor/config.py), runs the command
+line's checks of a dataset on the graph (conveyor/given.py), takes the `run.out_dir` lock
+(trainer/outdir.py) and runs the same `trainer.run.train`.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import PurePath
 from typing import Callable, Optional, Sequence
 
 import torch
 from omegaconf import OmegaConf
 
-from conveyor.partition import ConveyorError, Graph
-from conveyor.partition.datasets import check_trainable
+from conveyor.partition import ConveyorError
+from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
+from conveyor.trainer.adapter import wrap_module
 from conveyor.trainer.context import LocalContext
+from conveyor.trainer.outdir import lock_out_dir
 from conveyor.trainer.run import TrainResult, train
 
 from .compose import compose_config
 from .config import settings_from_config
+from .given import check_loss, check_model_argument, check_model_shapes, checked_graph
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
             "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed"}
 
 
-def fit(graph, model=None, *, optimizer: Optional[Callable] = None, overrides: Sequence[str] = (),
-        **keywords) -> TrainResult:
+def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Optional[Callable] = None,
+        overrides: Sequence[str] = (), **keywords) -> TrainResult:
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
-    graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids).
-    model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or your own
-        `torch.nn.Module` with `forward(x, layers)` (docs/design.md, "Models"); with `num_layers`
-        and `inference_per_layer(layer, x, edge_index, batch_size)` too, it is evaluated
-        layer-wise over full neighbourhoods (`trainer.inference`), else sampled.
+    graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids); y
+        holds class ids (-1: unlabelled, allowed in val/test only) or float [N, C] 0/1 targets.
+    model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or a module
+        instance: a stock PyG model (any `BasicGNN`: GraphSAGE, GCN, GAT, GIN; run hop by hop),
+        any module with `forward(x, edge_index)` (run on each batch's subgraph), or one with
+        conveyor's `forward(x, layers)` (docs/design.md §5). `result.model` is that instance.
+    loss: `loss(out, y) -> scalar tensor` over the seeds; default cross-entropy on class ids,
+        BCE-with-logits on float [N, C] targets (trainer/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).
-    overrides: any other key as on the command line, e.g. `["pipeline=async", "model.hidden=64"]`.
+    overrides: any other key as on the command line, e.g. `["pipeline=serial", "model.hidden=64"]`.
     """
-    graph = check_trainable(as_graph(graph), "given to fit()")
-    named = model if model is None or isinstance(model, str) else None
-    cfg = compose_config(["data=memory", *([f"model={named}"] if named else []), *overrides])
+    stop_if_reimported("conveyor.fit()")  # a stage process running an unguarded script again
+    check_model_argument(model)
+    check_loss(loss)
+    graph = checked_graph(graph)
+    settings = fit_settings(model if isinstance(model, str) else None, overrides, keywords)
+    if settings.pipeline.name == "async":
+        check_main_guard("conveyor.fit()")  # before any work, not when the pipeline starts
+    given = model if isinstance(model, torch.nn.Module) else None
+    if given is not None:
+        check_model_shapes(given, graph, settings.sampler.fanouts)
+    lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
+    result = train(settings, LocalContext(settings, graph=graph),
+                   model=None if given is None else wrap_module(given), make_optimizer=optimizer, loss=loss)
+    return result if given is None else dataclasses.replace(result, model=given)
+
+
+def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict):
+    """The run's settings: the config with `data=memory`, `model=option`, the overrides and the
+    keywords, checked as the command line checks them."""
+    cfg = compose_config(["data=memory", *([f"model={option}"] if option else []), *overrides])
     for key, value in keyword_values(keywords).items():
         OmegaConf.update(cfg, key, value, merge=False)
     settings = settings_from_config(cfg)
@@ -50,8 +75,7 @@ def fit(graph, model=None, *, optimizer: Optional[Callable] = None, overrides: S
         raise ConveyorError("fit() trains one process on the graph it is given: leave data=..., "
                             "mode=... and run.world_size out of its overrides (use launch.py for "
                             "datasets, mode=compare and data-parallel runs).")
-    given = model if isinstance(model, torch.nn.Module) else None
-    return train(settings, LocalContext(settings, graph=graph), model=given, make_optimizer=optimizer)
+    return settings
 
 
 def keyword_values(keywords: dict) -> dict:
@@ -64,13 +88,3 @@ def keyword_values(keywords: dict) -> dict:
         values[KEYWORDS[name]] = (list(value) if name == "fanouts" else str(value) if isinstance(value, PurePath)
                                   else value)
     return values
-
-
-def as_graph(graph) -> Graph:
-    if isinstance(graph, Graph):
-        return graph
-    if hasattr(graph, "edge_index") or type(graph).__name__ in ("Data", "HeteroData"):
-        return Graph.from_data(graph)
-    raise ConveyorError(f"fit() trains on a conveyor.Graph or a PyG Data, got a "
-                        f"{type(graph).__name__}; build one with Graph.from_edge_index(...) or "
-                        f"torch_geometric.data.Data(x=..., y=..., edge_index=..., train_mask=...).")

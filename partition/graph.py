@@ -89,7 +89,9 @@ class Graph:
     def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None) -> "Graph":
         """A Graph from a PyG `Data`: `edge_index`, and where present `x`, `y` and the splits as
         boolean masks (`train_mask`, `val_mask`, `test_mask`, as Planetoid has them) or node ids
-        (`train_idx`, ...). `num_classes` defaults to `y.max() + 1`. Duplicate edges are dropped."""
+        (`train_idx`, ...). `num_classes` defaults to `y.max() + 1` (class ids, int64; OGB's [N, 1]
+        flattened) or C (float [N, C] multi-label targets, kept as they are; float class ids are
+        kept too, for conveyor.fit to refuse). Duplicate edges are dropped."""
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             raise ConveyorError(
@@ -98,9 +100,11 @@ class Graph:
                 f"(e.g. data.to_homogeneous()).")
         num_nodes = int(data.num_nodes)
         x, y = getattr(data, "x", None), getattr(data, "y", None)
-        if y is not None:
-            y = y.reshape(-1).long()  # OGB stores labels as [N, 1]
-            num_classes = int(y.max()) + 1 if num_classes is None and y.numel() else num_classes
+        if y is not None and y.is_floating_point():
+            num_classes = y.size(1) if num_classes is None and y.dim() == 2 else num_classes
+        elif y is not None:
+            y = y.reshape(-1).long() if y.dim() == 2 and y.size(1) == 1 else y.long()  # OGB: [N, 1]
+            num_classes = int(y.max()) + 1 if num_classes is None and y.numel() and y.dim() == 1 else num_classes
         splits = {f"{split}_idx": _split_ids(data, split, num_nodes) for split in SPLIT_NAMES}
         graph = cls.from_edge_index(edge_index, num_nodes, x=None if x is None else x.float(), y=y,
                                     num_classes=num_classes, name=name, **splits)
@@ -193,10 +197,19 @@ def damaged(path: Path, rebuilt_from: Path, reason: str) -> ConveyorError:
 
 
 def _split_ids(data, split: str, num_nodes: int) -> Optional[Tensor]:
-    """A PyG Data's `{split}_mask` (boolean, one per node) or `{split}_idx` as int64 node ids."""
+    """A PyG Data's `{split}_mask` (boolean, one per node) or `{split}_idx` as int64 node ids (a
+    boolean `{split}_idx` read as the mask it is)."""
     mask, idx = getattr(data, f"{split}_mask", None), getattr(data, f"{split}_idx", None)
+    idx = None if idx is None else torch.as_tensor(idx)
+    if mask is None and idx is not None and idx.dtype == torch.bool:
+        mask = idx
+    elif mask is None and idx is not None:
+        if idx.is_floating_point():
+            raise ConveyorError(f"data.{split}_idx must hold integer node ids (or be a boolean mask), "
+                                f"got dtype {idx.dtype}; pass idx.long() if they are whole numbers.")
+        return idx.reshape(-1).long()
     if mask is None:
-        return None if idx is None else torch.as_tensor(idx).reshape(-1).long()
+        return None
     if mask.dtype != torch.bool or mask.shape != (num_nodes,):
         raise ConveyorError(
             f"data.{split}_mask must be a boolean tensor of shape [{num_nodes}] (one entry per "

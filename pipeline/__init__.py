@@ -30,15 +30,22 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     control.py   the counters and switches the processes share
     pace.py      the pace controller
     settings.py  `pipeline.*`, declared and typed (PipelineSettings)
+    cores.py     the cores this process may use and how many are idle (the sampling threads)
     sharing.py   opening the trainer's graph in the stage processes without copying it
     shutdown.py  starting and stopping processes so nothing hangs or is left behind
+    guard.py     refusing to spawn from a script's top level without `if __name__ == "__main__":`
 """
+import dataclasses
+import logging
+
 from conveyor.partition import Graph
 
 from .batch import BatchCost, PreparedBatch
 from .serial import SerialBatches
 from .settings import PipelineSettings
 from .source import AsyncBatches, PipelineError
+
+log = logging.getLogger("conveyor")
 
 
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
@@ -47,9 +54,13 @@ def batch_source(graph: Graph, sampler, features, device, settings: PipelineSett
     (sampler and loader processes). `batch_ratio`: the largest batch `run()` will be given over the
     training batch, in seeds (room an auto cache leaves free); `recorder`: where the async
     pipeline's TensorBoard scalars go (`scalar(tag, value, step)`), or None."""
+    threads, how = settings.sampling_threads()
+    where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
+    log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
+    settings = dataclasses.replace(settings, sampler_threads=threads)  # chosen once: a restart keeps it
     if settings.name == "async":
         return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder)
-    return SerialBatches(graph, sampler, features, device, batch_ratio)
+    return SerialBatches(graph, sampler, features, device, batch_ratio, sampling_threads=threads)
 
 
 __all__ = ["AsyncBatches", "BatchCost", "PipelineError", "PipelineSettings", "PreparedBatch", "SerialBatches",

@@ -42,7 +42,7 @@ class BatchCost:
 class PreparedBatch:
     batch: SampledBatch  # on the training device
     x: Tensor  # features of batch.n_id, in the cache's dtype
-    y: Tensor  # labels of the seeds, narrow (device_labels): widen with .long() for a loss
+    y: Tensor  # labels of the seeds: class ids narrow (device_labels), or float [seeds, C] targets
     cost: BatchCost
 
 
@@ -55,7 +55,10 @@ def seed_labels(labels: Tensor, batch: SampledBatch, out: Optional[Tensor] = Non
 def device_labels(labels: Tensor, device) -> Tensor:
     """`labels` on `device` in the narrowest integer type that holds them (int16 below 32,768
     classes): kept there for the whole run, they cost 2 bytes a node instead of int64's 8 (0.2 GB
-    rather than 0.9 GB of GPU memory on papers100M). The trainer widens each batch's few seeds."""
+    rather than 0.9 GB of GPU memory on papers100M). The trainer widens each batch's few seeds.
+    Float [N, C] targets (multi-label) go as they are."""
+    if labels.is_floating_point():
+        return labels.to(device)
     low, high = (int(labels.min()), int(labels.max())) if labels.numel() else (0, 0)
     for dtype in (torch.int16, torch.int32):
         if torch.iinfo(dtype).min <= low and high <= torch.iinfo(dtype).max:

@@ -54,8 +54,8 @@ class StageProcesses:
         self.processes = {name: self._spawn(ctx, name, graph, work[name], percentages) for name in STAGES}
         shares = (", SM shares " + ", ".join(f"{s} {p}%" for s, p in percentages.items()) if percentages else "")
         log.debug("pipeline: sampler (pid %d) and loader (pid %d) processes started; up to %d batches ahead per "
-                  "queue, %d torch threads per stage%s", self.processes["sampler"].pid,
-                  self.processes["loader"].pid, settings.depth, settings.stage_threads, shares)
+                  "queue, torch threads: sampler %d, loader %d%s", self.processes["sampler"].pid,
+                  self.processes["loader"].pid, settings.depth, self.threads("sampler"), settings.stage_threads, shares)
 
     def _spawn(self, ctx, name: str, graph: GraphHandle, work, percentages: Dict[str, int]):
         links = {"sampler": (self.jobs, self.sampled, self.free["sampled"], None, self.sampler_buffers),
@@ -64,12 +64,19 @@ class StageProcesses:
         out_queue = "sampled" if name == "sampler" else "ready"
         spec = StageSpec(name, os.getpid(), self.control, self.events, inbox, outbox, free_slots, inbox_free,
                          grown_out, self.release_events[out_queue].handles(), graph, str(self.device),
-                         self.settings.stage_threads, work, die_with_parent=in_main_thread())
+                         self.threads(name), work, die_with_parent=in_main_thread())
         env = {PERCENT_ENV: str(percentages[name])} if name in percentages else {}
         proc = ctx.Process(target=stage_main, args=(spec,), name=f"conveyor-{name}", daemon=True)
         with spawning(env):
             proc.start()
         return proc
+
+    def threads(self, stage: str) -> int:
+        """torch CPU threads of `stage`'s process: the sampler's chosen for sampling (resolved
+        once by batch_source), the loader's pipeline.threads."""
+        if stage == "sampler":
+            return self.settings.sampling_threads()[0]
+        return self.settings.stage_threads
 
     def submit(self, job: int, seed_batches, sampler_seed: int) -> None:
         """Start job `job`: the stages drop what is left of an earlier one, the sampler gets the

@@ -8,7 +8,7 @@ processes and must yield the same batches in the same order. Both take the same 
 from __future__ import annotations
 
 import time
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import torch
 from torch import Tensor
@@ -26,20 +26,25 @@ from .batch import (
     seed_labels,
     synchronize,
 )
+from .cores import torch_threads
 from .memory import BatchPeak, batch_room
 
 
 class SerialBatches:
-    def __init__(self, graph: Graph, sampler, features, device, batch_ratio: float = 1.0):
+    def __init__(self, graph: Graph, sampler, features, device, batch_ratio: float = 1.0,
+                 sampling_threads: Optional[int] = None):
         """`sampler`: a sampler (`sample(seeds)`) or a spec of one (`build(graph, device)`, e.g.
         samplers.SamplerSpec); `features`: a feature source (`gather(n_id)`, e.g. a FeatureCache)
         or a spec of one (cache.CacheSpec); `batch_ratio`: the run's largest batch over its
-        training batch (memory.py), so an auto cache leaves room for it."""
+        training batch (memory.py), so an auto cache leaves room for it; `sampling_threads`:
+        torch's CPU threads while sampling (the trainer's own are kept for training), or None:
+        the trainer's."""
         self.device = torch.device(device)
         self.sampler, self.cache = built(sampler, graph, self.device), built(features, graph, self.device)
         self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
+        self.sampling_threads = sampling_threads
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
         """As AsyncBatches.run (`phase` only names its TensorBoard series; none here)."""
@@ -50,7 +55,9 @@ class SerialBatches:
                 self.cache.fit_to_free_memory(batch_room=batch_room(self.peak.bytes(), self.batch_ratio))
             self.batches_done += 1
             t0 = time.perf_counter()
-            batch = self.sampler.sample(seeds).to(self.device)
+            with torch_threads(self.sampling_threads or torch.get_num_threads()):
+                batch = self.sampler.sample(seeds)
+            batch = batch.to(self.device)
             synchronize(self.device)
             t1 = time.perf_counter()
             before = feature_stats(self.cache)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Optional
+from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.fields import REQUIRED, Rule, Section, choice, integer, number, section, setting
+
+from .cores import idle_cores, usable_cores
 
 STAGES = ("sampler", "loader")
 PIPELINES = ("serial", "async")
@@ -73,6 +75,9 @@ class PipelineSettings(Section):
                                  "of them", integer(1, 64))
     threads: Any = setting("auto", "async: torch CPU threads per stage process; auto: a quarter of the cores, "
                                    ">= 1", THREADS)
+    sampler_threads: Any = setting("auto", "torch CPU threads for sampling (the sampler process under async, the "
+                                           "sampling step under serial); auto: the cores this process may run on "
+                                           "(a quarter under async), at most those idle at start", THREADS)
     pace: PaceSettings = section(PaceSettings, "async: the pace controller, deciding every `interval` iterations")
     mps: MPSSettings = section(MPSSettings, "async: CUDA MPS (GPU runs): each stage process gets its own share "
                                             "of the SMs")
@@ -84,6 +89,18 @@ class PipelineSettings(Section):
     def stage_threads(self) -> int:
         """torch CPU threads per stage process (auto resolved on this machine)."""
         return max(1, (os.cpu_count() or 1) // 4) if self.threads == "auto" else self.threads
+
+    def sampling_threads(self) -> Tuple[int, str]:
+        """torch CPU threads for sampling, and how they were chosen (for the start-up line).
+        Torch's threads wait for each other at the end of every op, so one of them on a core
+        another process holds stalls them all (bsp: 28 ms a batch at 2 threads, 1.5 s with one of
+        the 2 cores taken): auto takes no more threads than there are cores idle at start."""
+        if self.sampler_threads != "auto":
+            return self.sampler_threads, "pipeline.sampler_threads"
+        cores = usable_cores()
+        idle = idle_cores(cores)
+        share = self.stage_threads if self.name == "async" else len(cores)  # serial: the trainer waits meanwhile
+        return max(1, min(share, idle)), f"auto: {idle} of {len(cores)} cores idle at start"
 
     @property
     def slots(self) -> int:

@@ -29,6 +29,7 @@ from torch import Tensor
 from conveyor.samplers import SampledBatch
 
 from .batch import WARMUP_BATCHES, PreparedBatch
+from .guard import check_main_guard
 from .memory import BatchPeak
 from .monitor import PipelineMonitor, Scalars
 from .mps import MPSShares
@@ -51,6 +52,7 @@ class AsyncBatches:
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
                  recorder=None):
+        check_main_guard()  # before anything is spawned: an unguarded script would start it again
         self.settings = settings
         self.device = torch.device(device)
         self.graph = share_graph(graph)

@@ -314,7 +314,7 @@ def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slo
     message = new_message()
     x = writer.buffer(slot, "x", (batch.n_id.numel(), cache.feature_dim), cache.dtype, message)
     cache.gather(batch.n_id, out=x)
-    y = writer.buffer(slot, "y", batch.seeds.shape, labels.dtype, message)
+    y = writer.buffer(slot, "y", (batch.seeds.numel(), *labels.shape[1:]), labels.dtype, message)
     seed_labels(labels, batch, out=y)
     return message
 

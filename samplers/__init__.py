@@ -19,14 +19,16 @@ def resolve_sampler_name(name: str, device) -> str:
 
 
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
-                  deterministic: bool = SamplerSettings.deterministic):
+                  deterministic: bool = SamplerSettings.deterministic, once: bool = False):
     """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
-    batches, at the cost of a few sorts per batch."""
+    batches, at the cost of a few sorts per batch. `once` (bsp only): each node draws at one hop
+    only, as PyG samples, for conveyor.NeighborLoader's batches (the other samplers' batches
+    are cut to the same form there)."""
     name = resolve_sampler_name(name, device)
     if name == "bsp":
         from .bsp import BSPSampler
-        return BSPSampler(graph, fanouts, device=device, seed=seed)
+        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once)
     if name == "pyg":
         from .pyg import PyGSampler
         return PyGSampler(graph, fanouts, device=device, seed=seed)
@@ -46,6 +48,7 @@ class SamplerSpec:
     fanouts: list
     seed: int = 0
     deterministic: bool = SamplerSettings.deterministic
+    once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)
 
     @classmethod
     def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
@@ -55,7 +58,7 @@ class SamplerSpec:
 
     def build(self, graph: Graph, device):
         return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
-                             deterministic=self.deterministic)
+                             deterministic=self.deterministic, once=self.once)
 
 
 __all__ = ["SAMPLERS", "SampledBatch", "SamplerSettings", "SamplerSpec", "build_sampler", "resolve_sampler_name"]

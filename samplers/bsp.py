@@ -79,8 +79,12 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
 class BSPSampler:
     name = "bsp"
 
-    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0):
+    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False):
+        """`once`: each node draws only at the hop after the one that first reached it, as PyG's
+        NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
+        (the message-flow graphs of docs/design.md §2.2, which the trainer's models read)."""
         self.device = torch.device(device)
+        self.once = once
         self.num_nodes = graph.num_nodes
         # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
         # 168 steps a hop on cora, not 100000 for sampler.fanouts=[100000].
@@ -111,10 +115,13 @@ class BSPSampler:
         n_id, count = seeds, seeds.numel()
         self.local.index_copy_(0, seeds, torch.arange(count, device=self.device))
         counts, edges = [count], []
-        for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently
-            start = self.indptr.index_select(0, n_id)
-            deg = self.indptr.index_select(0, n_id + 1).sub_(start)
+        for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently (not once)
+            first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
+            start = self.indptr.index_select(0, n_id[first:])
+            deg = self.indptr.index_select(0, n_id[first:] + 1).sub_(start)
             pos, hop = sample_positions(start, deg, fanout, self.generator)
+            if first:
+                hop[1] += first
             nbrs = self.indices.index_select(0, pos)
             new = self.new_nodes(nbrs, n_id)
             self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), device=self.device))

@@ -10,21 +10,36 @@ from conveyor.partition import ConveyorError
 from tests.configs import REPO
 
 
-def readme_example() -> str:
+def readme_example(tag: str = "fit-example") -> str:
     text = (REPO / "README.md").read_text()
-    return re.search(r"<!-- fit-example[^>]*-->\n```python\n(.*?)```", text, re.S).group(1)
+    return re.search(rf"<!-- {tag}[^>]*-->\n```python\n(.*?)```", text, re.S).group(1)
+
+
+def run_readme_example(tag: str, tmp_path, monkeypatch, data_root) -> dict:
+    """The block run as a script's main module would run it, in a folder with the example's
+    root="data" (prepared offline)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(data_root)
+    scope = {"__name__": "__main__"}
+    exec(compile(readme_example(tag), "README.md", "exec"), scope)
+    return scope
 
 
 def test_the_readme_example_trains_cora(tmp_path, monkeypatch, data_root):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").symlink_to(data_root)  # the example's root="data", prepared offline
-    scope = {}
-    exec(compile(readme_example(), "README.md", "exec"), scope)
+    scope = run_readme_example("fit-example", tmp_path, monkeypatch, data_root)
     result = scope["result"]
     assert isinstance(scope["model"], torch.nn.Module) and len(result.history) == 30
     assert result.final["test_acc"] >= 0.78, result.final
     metrics = json.loads((tmp_path / "runs" / "cora_fit" / "metrics.json").read_text())
     assert metrics["final"] == result.final and metrics["config"]["data"]["name"] == "memory"
+
+
+def test_the_readme_pyg_model_example_trains_cora(tmp_path, monkeypatch, data_root):
+    from torch_geometric.nn import GraphSAGE
+    scope = run_readme_example("fit-pyg-example", tmp_path, monkeypatch, data_root)
+    result = scope["result"]
+    assert type(result.model) is GraphSAGE and result.model is scope["model"]
+    assert len(result.history) == 20 and result.final["test_acc"] >= 0.76, result.final
 
 
 def test_fit_takes_a_graph_and_the_keywords(tmp_path, cora):

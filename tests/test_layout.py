@@ -1,5 +1,5 @@
 """The shape of the code base: each top-level folder is one stage, imported as `conveyor.<stage>`;
-data and imports flow one way (partition -> samplers -> cache -> pipeline -> trainer, the `conveyor`
+data and imports flow one way (partition -> samplers -> cache -> pipeline -> loader -> trainer, the `conveyor`
 package's own modules and launch.py on top), and no module imports itself back through others.
 Every import counts, those inside functions too: a lazy import is still a dependency."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.configs import REPO
 
-STAGES = ("partition", "samplers", "cache", "pipeline", "trainer", "conveyor", "launch")
+STAGES = ("partition", "samplers", "cache", "pipeline", "loader", "trainer", "conveyor", "launch")
 FOLDERS = STAGES[:-2]  # the stage folders; conveyor/ itself holds the entry points
 
 
@@ -141,7 +141,7 @@ def test_a_users_modules_named_like_the_stages_change_nothing(tmp_path, data_roo
     assert (out / "metrics.json").is_file()
 
 
-LOW_STAGES = ("partition", "samplers", "cache", "pipeline")  # below the trainer: never the whole config
+LOW_STAGES = ("partition", "samplers", "cache", "pipeline", "loader")  # below the trainer: never the whole config
 
 
 def low_stage_files():

@@ -1,15 +1,19 @@
-"""Models from the config by `model._target_` (Hydra), and the adapter that runs PyG's `BasicGNN`
-family (`GraphSAGE`, `GCN`, `GAT`, `GIN`, ...) layer by layer over a `SampledBatch`'s hops.
+"""Models from the config by `model._target_` (Hydra), and the adapters that give any module the
+trainer's contract: the one place a model is wrapped (`wrap_module`).
 
 The model contract (docs/design.md §5): `forward(x, layers)` takes the features of every batch
 node and `layers`, one `(edge_index, num_src, num_dst)` per layer (the first layer on hop L's
-edges), and returns one row per seed. `PerHopGNN` gives a stock PyG model that contract; a
-user's own module follows it directly. A `_target_` is built with `in_channels`, `out_channels`,
+edges), and returns one row per seed. `PerHopGNN` gives a stock PyG `BasicGNN` (`GraphSAGE`,
+`GCN`, `GAT`, `GIN`, ...) that contract layer by layer over the hops (the fast path: each layer
+computes only the nodes the next needs); `EdgeIndexGNN` gives it to any module with
+`forward(x, edge_index)`, run once on the batch's merged subgraph; a module with
+`forward(x, layers)` follows it directly. A `_target_` is built with `in_channels`, `out_channels`,
 `num_layers` (one per fanout), `hidden_channels` (from `model.hidden`) and the other `model.*`
 keys (`dropout`, and the class's own).
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import torch
@@ -110,16 +114,58 @@ def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
         return torch.sparse_csr_tensor(crow, src, torch.ones(src.numel(), device=src.device), (num_dst, num_src))
 
 
-def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
-    """`hydra.utils.instantiate` of `model._target_` (ModelSettings); a BasicGNN comes wrapped in
-    PerHopGNN."""
-    module = instantiate_target(model, in_dim, out_dim, num_layers)
+class EdgeIndexGNN(nn.Module):
+    """A module with `forward(x, edge_index)` (a PyG model as PyG's NeighborLoader feeds it) run on
+    the batch's subgraph: every hop's sampled edges, merged and without repeats, over all batch
+    nodes; the seeds' rows of its output. Every layer then computes every batch node, so it costs
+    more than PerHopGNN's hop-by-hop layers."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: Tensor, layers) -> Tensor:
+        layers = list(layers)
+        num_nodes, num_seeds = layers[0][1], layers[-1][2]
+        edges = torch.cat([edge_index for edge_index, _, _ in layers], 1)
+        # A node of an inner hop draws its in-neighbours again at each later hop: drop the repeats.
+        key = torch.unique(edges[1] * num_nodes + edges[0])
+        edge_index = torch.stack([key % num_nodes, key // num_nodes])
+        return self.module(x[:num_nodes], edge_index)[:num_seeds]
+
+
+def takes_edge_index(module: nn.Module) -> bool:
+    """Whether `module.forward`'s second argument is PyG's `edge_index` (or `adj_t`), not `layers`."""
+    try:
+        names = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):  # a builtin or compiled forward: keep the trainer's contract
+        return False
+    return len(names) > 1 and names[1] in ("edge_index", "adj_t")
+
+
+def wrap_module(module: nn.Module, input_dropout: float = 0.0) -> nn.Module:
+    """`module` with the trainer's `forward(x, layers)`: a BasicGNN hop by hop (PerHopGNN; with `jk`
+    or a per-graph norm, which cannot run so, on the merged subgraph), any other
+    `forward(x, edge_index)` on the merged subgraph, a `forward(x, layers)` module as it is."""
     if isinstance(module, BasicGNN):
-        return PerHopGNN(module, model.input_dropout)
+        if module.jk_mode is None and not module.supports_norm_batch:
+            return PerHopGNN(module, input_dropout)
+        return EdgeIndexGNN(module)
+    return EdgeIndexGNN(module) if takes_edge_index(module) else module
+
+
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The module a user gave or named, inside its adapter (the model itself when it has none)."""
+    return model.gnn if isinstance(model, PerHopGNN) else model.module if isinstance(model, EdgeIndexGNN) else model
+
+
+def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
+    """`hydra.utils.instantiate` of `model._target_` (ModelSettings), wrapped (`wrap_module`)."""
+    module = instantiate_target(model, in_dim, out_dim, num_layers)
     if not isinstance(module, nn.Module):
         raise ConveyorError(f"model._target_={model._target_} made a {type(module).__name__}, not "
                             f"a torch.nn.Module.")
-    return module
+    return wrap_module(module, model.input_dropout)
 
 
 def instantiate_target(model, in_dim: int, out_dim: int, num_layers: int):

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from conveyor.cache.options import parse_dtype
 from conveyor.pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 
 from .layerwise import layerwise_logits
 from .loop import evaluate
+from .loss import correct, targets
 from .plan import LayerwisePlan
 
 SPLITS = ("val", "test")
@@ -38,7 +38,7 @@ def sampled_figures(run, splits: dict) -> Figures:
         batches = eval_seed_batches(idx, run.settings.trainer.eval_batch_size)
         loss, acc = evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
                              run.settings.trainer.progress and run.ctx.is_main, f"eval {split}",
-                             run.precision.autocast, run.train_degree)
+                             run.precision.autocast, loss_fn=run.loss, degree=run.train_degree)
         figures[split] = (loss, acc, idx.numel())
     return figures
 
@@ -54,7 +54,6 @@ def layerwise_figures(run, splits: dict) -> Figures:
                               run.eval_plan, trainer.progress and run.ctx.is_main)
     figures = {}
     for (split, idx), out in zip(splits.items(), logits.split([i.numel() for i in splits.values()])):
-        y = run.graph.y[idx].long()
-        figures[split] = (F.cross_entropy(out, y).item(), (out.argmax(1) == y).double().mean().item(),
-                          idx.numel())
+        y = targets(run.graph.y[idx])
+        figures[split] = (float(run.loss(out, y)), float(correct(out, y)) / idx.numel(), idx.numel())
     return figures

@@ -56,14 +56,15 @@ def resolve_inference(name: str, model: nn.Module) -> str:
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
                      feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | None = None,
-                     progress: bool = False) -> Tensor:
+                     progress: bool = False, num_layers: int | None = None) -> Tensor:
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
     as the feature cache does during training (cache.dtype). `plan`: the batches, kept from an
-    earlier call over the same nodes (trainer/plan.py); `progress`: a tqdm bar over them."""
+    earlier call over the same nodes (trainer/plan.py); `progress`: a tqdm bar over them.
+    `num_layers`: only the first ones (the nodes' embeddings after them), instead of all."""
     model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
-    plan = plan or LayerwisePlan(graph, nodes, model.num_layers, batch_size)
+    plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
     degree = graph_degree(graph) if takes_degree(model, model.inference_per_layer) else None
     inputs = outputs = graph.x  # layer 1 reads the features, by global id
     for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):

@@ -9,19 +9,21 @@ import time
 from contextlib import nullcontext
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from .interrupts import raise_if_stop_requested
+from .loss import default_loss, targets
 from .meter import DeviceMeter
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
-                on_log=None, log_every: int = 50, autocast=nullcontext, degree=None) -> dict:
+                on_log=None, log_every: int = 50, autocast=nullcontext, loss_fn=default_loss,
+                degree=None) -> dict:
     """Train on `batches`; every `log_every` batches and at the last (the `total`-th),
     `on_log(step, loss)` gets the mean loss of the batches since the previous call. Returns the
-    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py).
-    `degree`: the whole graph's in-degrees, handed to the model by node (model.gcn_degrees=graph)."""
+    epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py);
+    `loss_fn(out, y)`: the objective (loss.py). `degree`: the whole graph's in-degrees, handed to
+    the model by node (model.gcn_degrees=graph)."""
     model.train()
     meter, costs = DeviceMeter(), CostSum()
     train_s = 0.0
@@ -32,7 +34,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
             out = model(pb.x.float(), pb.batch.layers(), **extra)
-            loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
+            loss = loss_fn(out, targets(pb.y))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -77,7 +79,7 @@ class CostSum:
 
 @torch.no_grad()
 def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
-             autocast=nullcontext, degree=None) -> tuple[float, float]:
+             autocast=nullcontext, loss_fn=default_loss, degree=None) -> tuple[float, float]:
     """(mean loss, accuracy) over `batches`, read from the device once, at the end; `degree`: as
     train_epoch's."""
     model.eval()
@@ -87,7 +89,7 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
         extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
             out = model(pb.x.float(), pb.batch.layers(), **extra)
-            loss = F.cross_entropy(out, pb.y.long())  # labels travel narrow (device_labels)
+            loss = loss_fn(out, targets(pb.y))
         meter.add(out, pb.y, loss)
         del pb, out, loss
     return meter.totals()

@@ -14,6 +14,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .loss import correct
+
 
 class DeviceMeter:
     def __init__(self):
@@ -28,7 +30,7 @@ class DeviceMeter:
             self.sums = torch.zeros(2, dtype=torch.float64, device=y.device)
         if loss is not None:
             self.sums[0] += loss.detach().double() * n
-        self.sums[1] += (out.detach().argmax(-1) == y).sum()
+        self.sums[1] += correct(out.detach(), y)
         self.seen += n
 
     def read(self) -> Tuple[float, float]:

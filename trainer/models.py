@@ -28,6 +28,9 @@ class SampledGNN(PerHopForward):
             raise ConveyorError(f"a model needs >= 1 layer and hidden >= 1, got {num_layers} layers "
                                 f"and hidden={hidden}.")
         self.kind, self.dropout, self.input_dropout = kind, dropout, input_dropout
+        # Plain values: how conveyor.load builds it again (trainer/portable.py).
+        self.init_args = {"kind": kind, "in_dim": in_dim, "hidden": hidden, "out_dim": out_dim,
+                          "num_layers": num_layers, "dropout": dropout, "input_dropout": input_dropout}
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         layer = {"sage": lambda i, o: SAGEConv(i, o),
                  "gcn": lambda i, o: GCNConv(i, o),

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List
 import torch
 
 from conveyor.cache import CacheSpec
+from conveyor.loader import NeighborLoader
 from conveyor.partition import ConveyorError, Graph
 from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
@@ -31,8 +32,10 @@ from .gcn import training_degree
 from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
 from .loop import train_epoch
+from .loss import default_loss
 from .metrics import setup_logging
 from .models import build_model
+from .portable import portable_spec, with_weights
 from .precision import Precision, resolve_precision
 from .provenance import provenance
 from .resume import apply_optimizer_settings
@@ -64,7 +67,7 @@ class Run:
     scheduler: Any  # a torch.optim.lr_scheduler, or None (trainer.lr_schedule=none)
     inference: str  # "layerwise" or "sampled" (trainer/layerwise.py, resolve_inference)
     recorder: Any
-    source: Any  # SerialBatches or pipeline.AsyncBatches
+    source: NeighborLoader  # the one batch source: its run() yields the pipeline's PreparedBatches
     precision: Precision
     start_epoch: int = 1
     best: dict = field(default_factory=lambda: dict(NO_BEST))
@@ -72,6 +75,8 @@ class Run:
     started: float = field(default_factory=time.perf_counter)
     train_degree: torch.Tensor | None = None  # model.gcn_degrees=graph: the graph's, on the device
     eval_plan: Any = None  # layer-wise evaluation's batches, kept from the first (trainer/plan.py)
+    loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
+    portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
 
     @property
     def seed(self) -> int:
@@ -82,22 +87,41 @@ class Run:
         return self.settings.trainer.epochs
 
 
-def build_batch_source(settings: Settings, graph: Graph, device: torch.device, recorder=None):
-    """The stage(s) that turn seeds into prepared batches, each built from its own settings: the
-    sampler's, the cache's, the pipeline's (in-process or a process pipeline). `recorder` (a
-    RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+def batch_parts(settings: Settings, device: torch.device) -> tuple:
+    """The sampler and the feature cache as specs, each from its own settings."""
     seed = settings.run.seed
-    return batch_source(graph, SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed), device,
-                        settings.pipeline, settings.trainer.largest_batch_ratio, recorder)
+    return SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed)
+
+
+def build_loader(settings: Settings, graph: Graph, device: torch.device, recorder=None) -> NeighborLoader:
+    """The run's one batch source: a `conveyor.NeighborLoader` over the pipeline the settings
+    describe (in-process or a process pipeline), started now, so that its start-up is no epoch's
+    time. The trainer draws `PreparedBatch`es from it by `run()` (its models' per-hop fast path).
+    `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+    loader = NeighborLoader.from_settings(graph, *batch_parts(settings, device), device, settings.pipeline,
+                                          settings.run.seed, settings.trainer.largest_batch_ratio, recorder,
+                                          input_nodes=graph.train_idx, batch_size=settings.trainer.batch_size)
+    loader.source  # noqa: B018  (starts the pipeline)
+    return loader
+
+
+def build_batch_source(settings: Settings, graph: Graph, device: torch.device, recorder=None):
+    """The pipeline's batch source alone, as the loader builds it (for the pipeline's own tests and
+    benchmarks, which look at its processes and statistics)."""
+    return batch_source(graph, *batch_parts(settings, device), device, settings.pipeline,
+                        settings.trainer.largest_batch_ratio, recorder)
 
 
 def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
-          make_optimizer: Callable | None = None) -> TrainResult:
+          make_optimizer: Callable | None = None, loss: Callable | None = None) -> TrainResult:
     """Train with these settings (checked as they were built, at the entry point), alone or (with
     a `distributed.RankContext`) as one DDP rank. `model` replaces the one `settings.model`
-    describes (it must follow the contract of `trainer.models`: `forward(x, layers)`);
-    `make_optimizer(parameters)` replaces Adam."""
+    describes (it must follow the contract of `trainer.models`, `forward(x, layers)`: wrap it
+    with `adapter.wrap_module`); `make_optimizer(parameters)` replaces Adam; `loss(out, y)` the
+    default objective (trainer/loss.py)."""
     run = start_run(settings, ctx or LocalContext(settings), model, make_optimizer)
+    run.loss = loss or default_loss
+    run.portable = portable_spec(run.model)
     try:
         run.train_degree = training_degree(settings.model.gcn_degrees, run.graph, run.model, run.ctx.device)
         for epoch in range(run.start_epoch, run.epochs + 1):
@@ -146,7 +170,7 @@ def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     if state is not None:
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
-    source = build_batch_source(settings, graph, ctx.device, recorder)
+    source = build_loader(settings, graph, ctx.device, recorder)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best)
 
@@ -194,7 +218,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     progress = run.settings.trainer.progress and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
                         f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
-                        run.precision.autocast, run.train_degree)
+                        run.precision.autocast, run.loss, run.train_degree)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -250,7 +274,7 @@ def end_epoch(run: Run, record: dict) -> None:
     if not run.ctx.is_main:
         return
     model = {"epoch": record["epoch"], "model": run.model.state_dict(), "config": run.recorder.config,
-             "conveyor": provenance()}
+             "conveyor": provenance(), "module": with_weights(run.portable, run.model)}
     if run.best["epoch"] == record["epoch"]:
         save_checkpoint(run.out_dir, {**model, "best": run.best}, BEST)
     scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
