@@ -136,7 +136,7 @@ def test_console_shows_the_summary_and_epochs_and_tensorboard_steps_each_phase(t
     console = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[")]
     assert sum("] epoch " in line for line in console) == 2
     assert not any(word in line for line in console for word in ("pid", "pace:", "batches; queue")), console
-    assert len(console) <= 9, console  # device, graph, evaluation, sampling threads, MPS note, 2 epochs, pipeline total, done
+    assert len(console) <= 9, console  # device, graph, evaluation, sampling, MPS, 2 epochs, pipeline, done
     log = (out / "run.log").read_text()
     assert "processes started" in log and "ready after" in log
     events = EventAccumulator(str(out))
