@@ -137,9 +137,14 @@ def main(argv=None):
             "repeats": args.repeats, "load_1min_at_start": os.getloadavg()[0],
             "command": " ".join(["python", "benchmarks/dropout.py"] + (argv if argv is not None else sys.argv[1:]))}
     meta["batch"], rows = measure(graph, args)
+    write_report(out, meta, {"rows": rows}, lambda: markdown(meta, rows))
+
+
+def write_report(out: Path, meta: dict, body: dict, table) -> None:
+    """The JSON (`meta` with the load at the end, and `body`) and beside it the Markdown `table()`."""
     meta["load_1min_at_end"] = os.getloadavg()[0]
-    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    out.with_suffix(".md").write_text(markdown(meta, rows))
+    out.write_text(json.dumps({"meta": meta, **body}, indent=1))
+    out.with_suffix(".md").write_text(table())
     print(f"wrote {out} and {out.with_suffix('.md')}")
 
 

@@ -13,7 +13,6 @@ its standard error. Writes JSON and Markdown (default benchmarks/results/dropout
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,6 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.dropout import write_report  # noqa: E402
 from conveyor.config import load_settings  # noqa: E402
 from conveyor.trainer.run import train  # noqa: E402
 
@@ -87,10 +87,7 @@ def main(argv=None):
         rows[name] = summary(runs[True], runs[False])
         print(f"{name}: fast {rows[name]['fast_mean']:.4f}, F.dropout {rows[name]['f_dropout_mean']:.4f}, "
               f"difference {rows[name]['diff_mean']:+.4f} ± {rows[name]['diff_se']:.4f}", flush=True)
-    meta["load_1min_at_end"] = os.getloadavg()[0]
-    out.write_text(json.dumps({"meta": meta, "cases": rows}, indent=1))
-    out.with_suffix(".md").write_text(markdown(meta, rows))
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    write_report(out, meta, {"cases": rows}, lambda: markdown(meta, rows))
 
 
 if __name__ == "__main__":
