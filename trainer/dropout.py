@@ -30,19 +30,20 @@ def keep_mask(shape, p: float, device="cpu", generator: torch.Generator | None =
 
 
 class WordDropout(torch.autograd.Function):
-    """y = x * mask / (1 - p); the gradient is the same mask times the same scale."""
+    """y = x * mask / (1 - p); the gradient is the same mask times the same scale. The mask is kept
+    as x's dtype, already scaled (4 bytes an element where a bool mask takes 1): multiplying by a
+    bool tensor converts it on every use, which made dropout a quarter slower on 1 CPU thread."""
 
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:
-        keep = keep_mask(x.shape, p, x.device)
-        ctx.save_for_backward(keep)
-        ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(keep).mul_(ctx.scale)
+        scaled = keep_mask(x.shape, p, x.device).to(x.dtype).mul_(1.0 / (1.0 - p))
+        ctx.save_for_backward(scaled)
+        return x * scaled
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None
+        (scaled,) = ctx.saved_tensors
+        return grad * scaled, None
 
 
 def dropout(x: Tensor, p: float, training: bool = True, fast: bool = True) -> Tensor:
