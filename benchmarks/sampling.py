@@ -69,7 +69,8 @@ def parse_args(argv=None):
                    help="timed batches for pyg, whose sampler runs on the CPU (default: --batches)")
     p.add_argument("--super-batch", type=int, default=None,
                    help="batches per fused launch in super-batch mode (default: 8 on CUDA, 2 on CPU)")
-    p.add_argument("--samplers", default="fused,bsp,pyg")
+    p.add_argument("--samplers", default="fused,bsp,bsp-previous,dgl,pyg",
+                   help="comma-separated: fused, bsp, bsp-previous, dgl, pyg")
     p.add_argument("--fanouts", action="append", default=None,
                    help="fanouts of one configuration, e.g. 15,10,5; repeat for more (default: "
                         + " and ".join(",".join(map(str, f)) for f in FANOUTS) + ")")
@@ -222,14 +223,16 @@ def markdown(meta, rows) -> str:
              f"{meta['cpu_count']} CPU cores, torch {meta['torch']} at {meta['threads']} thread(s); 1-minute load "
              f"{meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end "
              f"(each row's below); {meta['batches']} timed batches a row after one untimed; PyG's path: "
-             f"{meta['pyg_path']}. `bsp x` is bsp's speed over the row's (its ms / bsp's ms), measured "
-             "back to back at the same thread count.", "",
+             f"{meta['pyg_path']}. `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
+             "edges a batch: each node once), measured back to back at the same thread count.", "",
              "| threads | load | sampler | fanouts | batch | ms/batch | edges/s | bsp x | nodes/batch | edges/batch |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["available"]:
-            ratio = f"{1 / r['speedup_vs_bsp']:.2f}x" if r.get("speedup_vs_bsp") else "-"
-            lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {r['sampler']} | {r['fanouts']} | "
+            ratio = f"{r['bsp_edges_per_s_over_this']:.2f}x" if r.get("bsp_edges_per_s_over_this") else "-"
+            name = r["sampler"] + (f" {r['mode']} x{r['group']}" if r["group"] > 1 else "") + (
+                " (Triton interpreter)" if r["interpreter"] else "")
+            lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {name} | {r['fanouts']} | "
                          f"{r['batch_size']} | {r['ms_per_batch']:.1f} | {r['edges_per_s']:.3g} | {ratio} | "
                          f"{r['nodes_per_batch']:.0f} | {r['edges_per_batch']:.0f} |")
     skipped = {r["sampler"]: r["reason"] for r in rows if not r["available"]}
@@ -269,6 +272,7 @@ def add_speedups(rows) -> None:
                     and b["batch_size"] == r["batch_size"] and b.get("threads") == r.get("threads")), None)
         if r["available"] and bsp:
             r["speedup_vs_bsp"] = bsp["ms_per_batch"] / r["ms_per_batch"]
+            r["bsp_edges_per_s_over_this"] = bsp["edges_per_s"] / r["edges_per_s"]  # fair where sizes differ
 
 
 HEAD = (f"{'thr':>3s} {'sampler':12s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "

@@ -28,6 +28,7 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
         assert (bsp["nodes_per_batch"], bsp["edges_per_batch"]) == (previous["nodes_per_batch"],
                                                                     previous["edges_per_batch"])
         assert previous["speedup_vs_bsp"] == bsp["ms_per_batch"] / previous["ms_per_batch"]
+        assert previous["bsp_edges_per_s_over_this"] == bsp["edges_per_s"] / previous["edges_per_s"]
         if importlib.util.find_spec("dgl") is None:
             assert not dgl["available"] and "dgl is not importable" in dgl["reason"]
         else:
