@@ -1,12 +1,22 @@
 """Sampler benchmark: `fused` (one persistent Triton kernel per batch or super-batch) against `bsp`
-(one hop at a time with torch ops) and `pyg` (PyG's NeighborSampler), on the synthetic
-products-shaped graph.
+(one hop at a time with torch ops), `bsp-previous` (bsp's previous release,
+benchmarks/bsp_previous.py: the same batches bit for bit), `dgl` (DGL's stock
+`NeighborSampler`, when `dgl` is importable; a row saying why not otherwise) and `pyg` (PyG's
+NeighborSampler: without pyg-lib its torch_sparse path, one-element `randint` calls per node),
+on the synthetic products-shaped graph.
+
+    python benchmarks/sampling.py --samplers bsp,bsp-previous,dgl --threads 1,2 \
+        --scale 0.05 --fanouts 15,10,5 --batch-sizes 256,1024,4096    # bsp against its previous release
 
 For fanouts [15,10,5] and [10,10,10] and batch sizes 1024 and 4096 (or --fanouts and
 --batch-sizes) it times --batches batches of each sampler (the same seeds for all), and fused's
 super-batch mode (`sample_many` of --super-batch batches per launch). Reported: ms per batch,
 sampled edges per second, and the speedup over bsp measured in the same run (bsp ms / sampler
 ms), plus the mean nodes and edges per batch as a check that the samplers draw subgraphs of the same size.
+With --threads 1,2 every configuration runs at each torch thread count; each row records its
+thread count and the 1-minute load average when it started (os.getloadavg), as the machine may
+be shared. The samplers of one configuration run one after another, so each ratio is measured in
+one stretch of time.
 
     python benchmarks/sampling.py --device cuda                   # scale 1.0 (products' size)
     python benchmarks/sampling.py                                 # CPU: a small graph
@@ -16,11 +26,11 @@ interpreter, not the kernel, and it gets --interpreter-batches batches only. The
 "interpreter" in the table and the JSON.
 
 PyG's sampler runs on the CPU (seconds a batch at products scale): it gets --pyg-batches timed
-batches a row. The samplers run one after another (fused, then bsp, then pyg, each over every
-configuration), and the JSON is rewritten after every row, so a run cut off by a time limit keeps
+batches a row. The JSON is rewritten after every row, so a run cut off by a time limit keeps
 every row it finished.
 
-Prints a table and writes JSON (default benchmarks/results/sampling_<device>_s<scale>.json).
+Prints a table and writes JSON and a Markdown table (default
+benchmarks/results/sampling_<device>_s<scale>.json and .md).
 """
 from __future__ import annotations
 
@@ -31,11 +41,13 @@ import platform
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bsp_previous import PreviousBSPSampler  # noqa: E402
 from conveyor.partition import ConveyorError  # noqa: E402
 from conveyor.samplers import build_sampler  # noqa: E402
 
@@ -57,7 +69,8 @@ def parse_args(argv=None):
                    help="timed batches for pyg, whose sampler runs on the CPU (default: --batches)")
     p.add_argument("--super-batch", type=int, default=None,
                    help="batches per fused launch in super-batch mode (default: 8 on CUDA, 2 on CPU)")
-    p.add_argument("--samplers", default="fused,bsp,pyg")
+    p.add_argument("--samplers", default="fused,bsp,bsp-previous,dgl,pyg",
+                   help="comma-separated: fused, bsp, bsp-previous, dgl, pyg")
     p.add_argument("--fanouts", action="append", default=None,
                    help="fanouts of one configuration, e.g. 15,10,5; repeat for more (default: "
                         + " and ".join(",".join(map(str, f)) for f in FANOUTS) + ")")
@@ -65,7 +78,8 @@ def parse_args(argv=None):
                    help="comma-separated (default: " + ",".join(map(str, BATCH_SIZES)) + ")")
     p.add_argument("--data-root", default="data", help="where the synthetic graph is cached")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", default=None, help="torch CPU threads, comma-separated for several "
+                   "(each configuration at each; default: torch's)")
     p.add_argument("--out", default=None, help="JSON path")
     args = p.parse_args(argv)
     gpu = args.device.startswith("cuda")
@@ -75,12 +89,43 @@ def parse_args(argv=None):
     args.super_batch = args.super_batch or (8 if gpu else 2)
     args.fanouts = [[int(f) for f in fanouts.split(",")] for fanouts in args.fanouts] if args.fanouts else FANOUTS
     args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else BATCH_SIZES
+    args.threads = [int(t) for t in args.threads.split(",")] if args.threads else [torch.get_num_threads()]
     return args
 
 
 def synchronize(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+class DGLSampler:
+    """DGL's stock `NeighborSampler` on the same graph and seeds: in-neighbours without
+    replacement, every node of a hop's frontier drawing again (as bsp). DGL lists fanouts from the
+    input layer, so conveyor's hop-1 fanout comes last."""
+
+    def __init__(self, graph, fanouts, seed):
+        try:
+            import dgl
+        except ImportError as err:  # not a dependency of conveyor: the row says so, the run goes on
+            raise ImportError(f"dgl is not importable here ({err}); it is not a dependency of conveyor: "
+                              "install DGL beside it to compare with its NeighborSampler") from err
+        dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.indptr.diff())
+        self.graph = dgl.graph((graph.indices.long(), dst), num_nodes=graph.num_nodes)
+        self.sampler = dgl.dataloading.NeighborSampler(list(reversed(fanouts)))
+        dgl.seed(seed)
+
+    def sample(self, seeds):
+        input_nodes, _, blocks = self.sampler.sample(self.graph, seeds)
+        return SimpleNamespace(n_id=input_nodes, num_sampled_edges=sum(b.num_edges() for b in blocks))
+
+
+def make_sampler(name, graph, fanouts, device, seed):
+    """conveyor's samplers by name, and the two baselines only this benchmark knows."""
+    if name == "bsp-previous":
+        return PreviousBSPSampler(graph, fanouts, device=device, seed=seed)
+    if name == "dgl":
+        return DGLSampler(graph, fanouts, seed)
+    return build_sampler(name, graph, fanouts, device=device, seed=seed)
 
 
 def sampled_edges(name, batch) -> int:
@@ -108,9 +153,10 @@ def measure(name, graph, fanouts, batches, device, args, interpreted):
     rows = []
     for mode, group in modes:
         row = {"sampler": name, "mode": mode, "group": group, "fanouts": fanouts,
-               "batch_size": batches[0].numel(), "interpreter": name == "fused" and interpreted}
+               "batch_size": batches[0].numel(), "interpreter": name == "fused" and interpreted,
+               "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0]}
         try:
-            sampler = build_sampler(name, graph, fanouts, device=device, seed=args.seed)
+            sampler = make_sampler(name, graph, fanouts, device, args.seed)
         except (ConveyorError, ImportError) as err:
             return [dict(row, available=False, reason=str(err))]
         count = args.interpreter_batches if row["interpreter"] else args.pyg_batches if name == "pyg" else args.batches
@@ -128,8 +174,6 @@ def main(argv=None):
     device = torch.device(args.device)
     if device.type == "cpu":  # the fused kernel runs on CPU tensors only under Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     from conveyor.partition.datasets import load_dataset
     from conveyor.samplers import fused
     graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
@@ -140,24 +184,69 @@ def main(argv=None):
     out = Path(args.out) if args.out else (Path(__file__).resolve().parent / "results" /
                                            f"sampling_{device.type}_s{args.scale:g}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads(), "scale": args.scale, "num_nodes": graph.num_nodes,
-            "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch,
-            "batches": args.batches, "pyg_batches": args.pyg_batches}
-    configs = seed_batches(graph, args)
+    meta = describe(args, device, graph, interpreted, argv)
     rows = []
-    for name in args.samplers.split(","):  # each sampler over every configuration, the JSON after each row
-        for fanouts, batches in configs:
-            new = measure(name, graph, fanouts, batches, device, args, interpreted)
-            rows += new
-            add_speedups(rows)
-            print_rows(new)
-            out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": False}, indent=1))
+    for threads in args.threads:  # the samplers of a configuration back to back, the JSON after each row
+        torch.set_num_threads(threads)
+        for fanouts, batches in seed_batches(graph, args):
+            for name in args.samplers.split(","):
+                new = measure(name, graph, fanouts, batches, device, args, interpreted)
+                rows += new
+                add_speedups(rows)
+                print_rows(new)
+                out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": False}, indent=1))
     print()
-    print_table(rows, interpreted)
+    print_table(rows, interpreted and "fused" in args.samplers.split(","))
+    meta["load_1min_at_end"] = os.getloadavg()[0]
     out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": True}, indent=1))
-    print(f"wrote {out}")
+    out.with_suffix(".md").write_text(markdown(meta, rows))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+
+
+def describe(args, device, graph, interpreted, argv) -> dict:
+    """How the run ran: the machine, its load, the graph, the settings, the command."""
+    command = ["python", "benchmarks/sampling.py"] + (argv if argv is not None else sys.argv[1:])
+    return {"device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "threads": args.threads, "load_1min_at_start": os.getloadavg()[0], "torch": torch.__version__,
+            "scale": args.scale, "num_nodes": graph.num_nodes,
+            "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch,
+            "batches": args.batches, "pyg_batches": args.pyg_batches, "pyg_path": pyg_path(),
+            "command": " ".join(command)}
+
+
+def markdown(meta, rows) -> str:
+    """The table as Markdown, with how it ran, and a line for each sampler that could not run."""
+    lines = [f"# Sampling: synthetic products-shaped graph, scale {meta['scale']:g}", "",
+             f"`{meta['command']}`", "",
+             f"{meta['num_nodes']:,} nodes, {meta['num_edges']:,} edges; device {meta['device']}, "
+             f"{meta['cpu_count']} CPU cores, torch {meta['torch']} at {meta['threads']} thread(s); 1-minute load "
+             f"{meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end "
+             f"(each row's below); {meta['batches']} timed batches a row after one untimed; PyG's path: "
+             f"{meta['pyg_path']}. `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
+             "edges a batch: each node once), measured back to back at the same thread count.", "",
+             "| threads | load | sampler | fanouts | batch | ms/batch | edges/s | bsp x | nodes/batch | edges/batch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["available"]:
+            ratio = f"{r['bsp_edges_per_s_over_this']:.2f}x" if r.get("bsp_edges_per_s_over_this") else "-"
+            name = r["sampler"] + (f" {r['mode']} x{r['group']}" if r["group"] > 1 else "") + (
+                " (Triton interpreter)" if r["interpreter"] else "")
+            lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {name} | {r['fanouts']} | "
+                         f"{r['batch_size']} | {r['ms_per_batch']:.1f} | {r['edges_per_s']:.3g} | {ratio} | "
+                         f"{r['nodes_per_batch']:.0f} | {r['edges_per_batch']:.0f} |")
+    skipped = {r["sampler"]: r["reason"] for r in rows if not r["available"]}
+    lines += [""] + [f"- `{name}` skipped: {reason}" for name, reason in skipped.items()]
+    return "\n".join(lines) + "\n"
+
+
+def pyg_path() -> str:
+    """Which PyG sampling path a `pyg` row ran: pyg-lib's C++ one, or torch_sparse's."""
+    try:
+        from torch_geometric import typing as pyg
+    except ImportError as err:
+        return f"PyG not importable ({err})"
+    return "pyg-lib" if pyg.WITH_PYG_LIB else "torch_sparse" if pyg.WITH_TORCH_SPARSE else "neither"
 
 
 def seed_batches(graph, args) -> list:
@@ -176,15 +265,17 @@ def seed_batches(graph, args) -> list:
 
 
 def add_speedups(rows) -> None:
-    """Each available row's speed-up over bsp's row of the same configuration (bsp ms / its ms)."""
+    """Each available row's speed-up over bsp's row of the same configuration and thread count
+    (bsp ms / its ms)."""
     for r in rows:
         bsp = next((b for b in rows if b["sampler"] == "bsp" and b["available"] and b["fanouts"] == r["fanouts"]
-                    and b["batch_size"] == r["batch_size"]), None)
+                    and b["batch_size"] == r["batch_size"] and b.get("threads") == r.get("threads")), None)
         if r["available"] and bsp:
             r["speedup_vs_bsp"] = bsp["ms_per_batch"] / r["ms_per_batch"]
+            r["bsp_edges_per_s_over_this"] = bsp["edges_per_s"] / r["edges_per_s"]  # fair where sizes differ
 
 
-HEAD = (f"{'sampler':9s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "
+HEAD = (f"{'thr':>3s} {'sampler':12s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "
         f"{'edges/s':>10s} {'vs bsp':>7s} {'nodes/b':>9s} {'edges/b':>9s}")
 
 
@@ -193,11 +284,11 @@ def print_rows(rows):
         mode = r["mode"] + (f" x{r['group']}" if r["group"] > 1 else "")
         name = r["sampler"] + ("*" if r["interpreter"] else "")
         if not r["available"]:
-            print(f"{name:9s} {mode:14s} {str(r['fanouts']):13s} {r['batch_size']:5d}  unavailable: "
+            print(f"{r['threads']:3d} {name:12s} {mode:14s} {str(r['fanouts']):13s} {r['batch_size']:5d}  skipped: "
                   f"{r['reason'].split(';')[0]}", flush=True)
             continue
         speedup = f"{r['speedup_vs_bsp']:.2f}x" if r.get("speedup_vs_bsp") else "-"
-        print(f"{name:9s} {mode:14s} {str(r['fanouts']):13s} {r['batch_size']:5d} {r['batches']:3d} "
+        print(f"{r['threads']:3d} {name:12s} {mode:14s} {str(r['fanouts']):13s} {r['batch_size']:5d} {r['batches']:3d} "
               f"{r['ms_per_batch']:10.1f} {r['edges_per_s']:10.3g} {speedup:>7s} {r['nodes_per_batch']:9.0f} "
               f"{r['edges_per_batch']:9.0f}", flush=True)
 

@@ -60,7 +60,8 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
         check_model_shapes(given, graph, settings.sampler.fanouts)
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
     result = train(settings, LocalContext(settings, graph=graph),
-                   model=None if given is None else wrap_module(given), make_optimizer=optimizer, loss=loss)
+                   model=None if given is None else wrap_module(given, fast_dropout=settings.model.fast_dropout),
+                   make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
 

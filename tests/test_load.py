@@ -26,7 +26,7 @@ def trained(cora, model, out_dir, epochs=2):
 ], ids=["sage", "gatv2", "gin"])
 def test_a_pyg_model_comes_back_as_that_pyg_model_with_pyg_keys(make, cora, tmp_path):
     model = trained(cora, make(cora.x.size(1), cora.num_classes), tmp_path / "run")
-    loaded = conveyor.load(tmp_path / "run")
+    loaded = conveyor.load(tmp_path / "run" / "checkpoints" / "last.pt")  # fit's model: the last epoch's
     assert type(loaded) is type(model) and not loaded.training
     parameters = dict(loaded.named_parameters())  # GIN's trained eps is a parameter again
     assert parameters.keys() == dict(model.named_parameters()).keys()

@@ -470,9 +470,9 @@ def test_an_interrupted_run_stops_cleanly_and_keeps_its_checkpoint(tmp_path, dat
 def test_the_same_seed_gives_the_losses_recorded_before_the_layout_change(tmp_path, data_root):
     """Moving the batch sources into their own package (pipeline/) changed no arithmetic: serial
     and async runs give the per-batch and per-epoch losses recorded from the code before it
-    (tests/data/losses_c68efbd.json, CPU, torch 2.13)."""
+    (tests/data/losses_c68efbd.json, CPU, torch 2.13), with F.dropout's draws as then."""
     recorded = json.loads((REPO / "tests" / "data" / "losses_c68efbd.json").read_text())
-    serial, piped = train_both(tmp_path, *recorded["overrides"], f"data.root={data_root}")
+    serial, piped = train_both(tmp_path, *recorded["overrides"], "model.fast_dropout=false", f"data.root={data_root}")
     for (metrics, losses, _, _), mode in ((serial, "serial"), (piped, "async")):
         before = recorded["runs"][mode]
         assert losses == pytest.approx(before["batch_loss"], rel=1e-5, abs=1e-6), mode

@@ -17,7 +17,6 @@ import inspect
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINConv, SAGEConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -25,18 +24,22 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from conveyor.partition import ConveyorError
 from conveyor.partition.errors import one_line
 
+from .dropout import dropout
 from .gcn import gcn_layer
 
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
 BIPARTITE = (SAGEConv, GATConv, GATv2Conv, GINConv)
-CONVEYOR_KEYS = ("name", "hidden", "input_dropout", "gcn_degrees")  # read here, not passed to the target
+CONVEYOR_KEYS = ("name", "hidden", "input_dropout", "gcn_degrees", "fast_dropout")  # read here, not passed
 
 
 class PerHopForward(nn.Module):
     """`forward(x, layers)` as layer after layer of `inference_per_layer` over the batch's hops,
     after dropout on the raw features (`self.input_dropout`; as Kipf & Welling's GCN, it helps
-    tiny label sets). A subclass gives `num_layers` and `inference_per_layer`."""
+    tiny label sets). A subclass gives `num_layers` and `inference_per_layer`. Its dropouts take
+    their masks from trainer/dropout.py unless `fast_dropout` is False (F.dropout's draws)."""
+
+    fast_dropout = True
 
     def forward(self, x: Tensor, layers, degree: Tensor | None = None) -> Tensor:
         """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer;
@@ -45,7 +48,7 @@ class PerHopForward(nn.Module):
         if len(layers) != self.num_layers:
             raise ConveyorError(f"the model has {self.num_layers} layers but the batch has "
                                 f"{len(layers)} hops; use one fanout per layer.")
-        x = F.dropout(x, p=self.input_dropout, training=self.training)
+        x = dropout(x, self.input_dropout, self.training, self.fast_dropout)
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
             extra = {} if degree is None else {"degree": degree[:num_src]}
             x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra)
@@ -56,13 +59,13 @@ class PerHopGNN(PerHopForward):
     """A PyG BasicGNN whose layer i runs on hop L-i+1's edges, as its own forward would after
     `trim_to_layer`; activation, norm and dropout between layers exactly as BasicGNN orders them."""
 
-    def __init__(self, gnn: BasicGNN, input_dropout: float = 0.0):
+    def __init__(self, gnn: BasicGNN, input_dropout: float = 0.0, fast_dropout: bool = True):
         super().__init__()
         if gnn.jk_mode is not None or gnn.supports_norm_batch:
             raise ConveyorError(f"{type(gnn).__name__} with jk={gnn.jk_mode!r} or a per-graph norm "
                                 f"cannot run hop by hop (its layers' outputs cover different nodes); "
                                 f"drop jk and use a per-node norm (batch_norm, layer_norm).")
-        self.gnn, self.input_dropout = gnn, input_dropout
+        self.gnn, self.input_dropout, self.fast_dropout = gnn, input_dropout, fast_dropout
 
     @property
     def num_layers(self) -> int:
@@ -85,7 +88,7 @@ class PerHopGNN(PerHopForward):
             x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
             x = norm(x)
             x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
-            x = gnn.dropout(x)
+            x = dropout(x, gnn.dropout.p, gnn.dropout.training, self.fast_dropout)  # gnn.dropout(x)'s
         return x
 
 
@@ -143,13 +146,13 @@ def takes_edge_index(module: nn.Module) -> bool:
     return len(names) > 1 and names[1] in ("edge_index", "adj_t")
 
 
-def wrap_module(module: nn.Module, input_dropout: float = 0.0) -> nn.Module:
+def wrap_module(module: nn.Module, input_dropout: float = 0.0, fast_dropout: bool = True) -> nn.Module:
     """`module` with the trainer's `forward(x, layers)`: a BasicGNN hop by hop (PerHopGNN; with `jk`
     or a per-graph norm, which cannot run so, on the merged subgraph), any other
     `forward(x, edge_index)` on the merged subgraph, a `forward(x, layers)` module as it is."""
     if isinstance(module, BasicGNN):
         if module.jk_mode is None and not module.supports_norm_batch:
-            return PerHopGNN(module, input_dropout)
+            return PerHopGNN(module, input_dropout, fast_dropout)
         return EdgeIndexGNN(module)
     return EdgeIndexGNN(module) if takes_edge_index(module) else module
 
@@ -165,7 +168,7 @@ def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.M
     if not isinstance(module, nn.Module):
         raise ConveyorError(f"model._target_={model._target_} made a {type(module).__name__}, not "
                             f"a torch.nn.Module.")
-    return wrap_module(module, model.input_dropout)
+    return wrap_module(module, model.input_dropout, model.fast_dropout)
 
 
 def instantiate_target(model, in_dim: int, out_dim: int, num_layers: int):

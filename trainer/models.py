@@ -13,13 +13,14 @@ from torch_geometric.nn import GCNConv, SAGEConv
 from conveyor.partition import ConveyorError
 
 from .adapter import PerHopForward, bipartite_layer, model_from_target
+from .dropout import dropout
 from .gcn import gcn_layer
 from .settings import MODELS, ModelSettings
 
 
 class SampledGNN(PerHopForward):
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
-                 dropout: float = 0.5, input_dropout: float = 0.0):
+                 dropout: float = 0.5, input_dropout: float = 0.0, fast_dropout: bool = True):
         super().__init__()
         if kind not in MODELS:
             raise ConveyorError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)} "
@@ -27,10 +28,11 @@ class SampledGNN(PerHopForward):
         if num_layers < 1 or hidden < 1:
             raise ConveyorError(f"a model needs >= 1 layer and hidden >= 1, got {num_layers} layers "
                                 f"and hidden={hidden}.")
-        self.kind, self.dropout, self.input_dropout = kind, dropout, input_dropout
+        self.kind, self.dropout, self.input_dropout, self.fast_dropout = kind, dropout, input_dropout, fast_dropout
         # Plain values: how conveyor.load builds it again (trainer/portable.py).
         self.init_args = {"kind": kind, "in_dim": in_dim, "hidden": hidden, "out_dim": out_dim,
-                          "num_layers": num_layers, "dropout": dropout, "input_dropout": input_dropout}
+                          "num_layers": num_layers, "dropout": dropout, "input_dropout": input_dropout,
+                          "fast_dropout": fast_dropout}
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         layer = {"sage": lambda i, o: SAGEConv(i, o),
                  "gcn": lambda i, o: GCNConv(i, o),
@@ -56,7 +58,7 @@ class SampledGNN(PerHopForward):
         else:  # mlp: the same depth, but each node sees only its own features
             x = conv(x[:batch_size])
         if layer < len(self.layers) - 1:
-            x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+            x = dropout(F.relu(x), self.dropout, self.training, self.fast_dropout)
         return x
 
 
@@ -64,4 +66,5 @@ def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int
     """`model._target_` (any class, by Hydra; trainer/adapter.py), else the built-in `model.name`."""
     if model._target_ is not None:
         return model_from_target(model, in_dim, out_dim, num_layers)
-    return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout)
+    return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout,
+                      model.fast_dropout)

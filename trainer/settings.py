@@ -133,6 +133,9 @@ class ModelSettings(Section):
         "NeighborLoader training) | graph (the whole graph's degrees: with every fanout -1, full-batch GCN "
         "exactly, as Kipf and Welling train it). Layer-wise evaluation always reads the whole graph's "
         "(trainer/gcn.py)", choice(GCN_DEGREES))
+    fast_dropout: bool = setting(True, "CPU dropout masks cut from 16-bit slices of random words (trainer/dropout.py): "
+                                       "torch's distribution with p to 1/65536, 3-4x faster than F.dropout; false: "
+                                       "F.dropout's draws, as runs before it", boolean())
     _target_: Optional[str] = setting(None, "the model class (module.Class, e.g. torch_geometric.nn.GAT), built "
                                             "with in_channels, out_channels, num_layers, hidden_channels "
                                             "(model.hidden) and the other model.* keys; null: the built-in name",

@@ -1,0 +1,38 @@
+"""benchmarks/sampling.py's comparison of bsp with its previous release (and DGL's sampler, or
+a row saying why it was skipped), run small: the rows say how they ran and both bsp releases draw
+the same batches."""
+import importlib.util
+import json
+import subprocess
+import sys
+
+from tests.configs import REPO
+
+
+def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_root):
+    out = tmp_path / "sampling.json"
+    cmd = [sys.executable, "benchmarks/sampling.py", "--samplers", "bsp,bsp-previous,dgl", "--threads", "1,2",
+           "--scale", "0.002", "--data-root", str(data_root), "--fanouts", "5,5", "--batch-sizes", "64,256",
+           "--batches", "2", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["complete"] and report["meta"]["threads"] == [1, 2]
+    assert report["meta"]["pyg_path"] in ("pyg-lib", "torch_sparse")
+    rows = report["rows"]
+    assert [(r["threads"], r["batch_size"], r["sampler"]) for r in rows] == [
+        (t, b, s) for t in (1, 2) for b in (64, 256) for s in ("bsp", "bsp-previous", "dgl")]
+    for bsp, previous, dgl in zip(rows[::3], rows[1::3], rows[2::3]):
+        assert bsp["available"] and previous["available"] and "load_1min" in bsp
+        # The same seeds and the same draws: the same subgraphs, so the ratio compares like with like.
+        assert (bsp["nodes_per_batch"], bsp["edges_per_batch"]) == (previous["nodes_per_batch"],
+                                                                    previous["edges_per_batch"])
+        assert previous["speedup_vs_bsp"] == bsp["ms_per_batch"] / previous["ms_per_batch"]
+        assert previous["bsp_edges_per_s_over_this"] == bsp["edges_per_s"] / previous["edges_per_s"]
+        if importlib.util.find_spec("dgl") is None:
+            assert not dgl["available"] and "dgl is not importable" in dgl["reason"]
+        else:
+            assert dgl["available"] and dgl["edges_per_batch"] > 0
+    table = out.with_suffix(".md").read_text()
+    assert "| 2 |" in table and "bsp-previous" in table and report["meta"]["command"] in table
+    assert ("`dgl` skipped: dgl is not importable" in table) == (importlib.util.find_spec("dgl") is None)
