@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -133,3 +134,23 @@ def test_semaphores_are_named_after_their_process_and_only_a_dead_ones_are_swept
     finally:
         other_program.unlink(missing_ok=True)
         dead.unlink(missing_ok=True)
+
+
+def test_names_no_process_can_own_stop_no_sweep_and_are_kept(tmp_path, monkeypatch):
+    """#29: one file named conveyor-ranks-99999999999999999999.x in $TMPDIR (or a .staging-<huge>
+    folder beside a cache) stopped every run with an OverflowError. Such names are not ours: kept,
+    and a dead process's leftover beside them is still swept."""
+    from conveyor.partition.leftovers import sweep_dead
+    tmp, dead = tmp_path / "tmp", dead_pid()
+    hostile = [tmp / "conveyor-ranks-99999999999999999999.x", tmp / "conveyor-ranks-4294967296",
+               tmp / "conveyor-ranks-0.x", tmp / "conveyor-ranks--1.x", tmp / f"{STAGING_PREFIX}{10**30}.c.d"]
+    for path in hostile:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("planted")
+    notes = tmp / f"conveyor-ranks-{dead}.xyz"
+    notes.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again
+    sweep_leftovers()
+    assert sweep_dead(tmp, STAGING_PREFIX) == []
+    assert all(path.read_text() == "planted" for path in hostile) and not notes.exists()
