@@ -5,11 +5,14 @@ come back every `log_every` batches (progress bar, TensorBoard's batch/loss) and
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import nullcontext
 
 import torch
 from tqdm import tqdm
+
+from conveyor.partition import ConveyorError
 
 from .interrupts import raise_if_stop_requested
 from .loss import default_loss, targets
@@ -43,12 +46,24 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         costs.add(pb)
         if (step + 1) % log_every == 0 or step + 1 == total:
             window_loss, _ = meter.read()
+            if not math.isfinite(window_loss):  # before any checkpoint holds the weights it spoilt
+                raise ConveyorError(non_finite_loss(window_loss, desc, step, log_every, optimizer))
             bar.set_postfix(loss=f"{window_loss:.3f}")
             if on_log is not None:
                 on_log(step, window_loss)
         del pb, out, loss  # the batch's slots go back to the stages now, not after the next batch arrives
     loss, accuracy = meter.totals()  # no read unless batches came after the last
     return {"loss": loss, "train_acc": accuracy, "train_s": train_s, **costs.figures()}
+
+
+def non_finite_loss(loss: float, desc: str, step: int, log_every: int, optimizer) -> str:
+    first = step // log_every * log_every  # the window's first batch, 0-based
+    return (f"the training loss became {loss} in {desc}, batches {first + 1}-{step + 1} (learning rate "
+            f"{optimizer.param_groups[0]['lr']:g}): the weights diverged, so the run stops here and "
+            f"its last checkpoint, written before this epoch, is kept as it was. Try a smaller "
+            f"trainer.lr, trainer.precision=32 if it was bf16-mixed, or look for extreme values in "
+            f"the features (data.normalize_features=true), in a fresh run (a resumed one takes the "
+            f"checkpoint's optimizer, this learning rate included).")
 
 
 class CostSum:
