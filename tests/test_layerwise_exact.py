@@ -3,6 +3,8 @@ SAGE, GCN, GAT, MLP, PyG's GCN, GraphSAGE, GAT, GIN, a user's own), the logits i
 val and test nodes of cora, in batches of 300 (so each layer takes several and most sources are
 not targets of their batch), are a full-graph forward's of the same weights, to 1e-4. GCN needs the
 whole graph's degrees for that (trainer/gcn.py); the others read only their targets' in-edges."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,3 +79,45 @@ def test_a_trained_gcn_scores_what_its_weights_score_on_the_whole_graph(tmp_path
     for split in ("val", "test"):
         idx = getattr(graph, f"{split}_idx")
         assert result.final[f"{split}_acc"] == (full[idx].argmax(1) == graph.y[idx]).double().mean().item()
+
+
+def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
+    """trainer/plan.py keeps the batches of a graph this small; a big graph's are drawn each time."""
+    from conveyor.trainer import plan
+    model, nodes = make_model("gcn", cora), torch.cat([cora.val_idx, cora.test_idx])
+    kept = plan.LayerwisePlan(cora, nodes, 2, 300)
+    monkeypatch.setattr(plan, "KEEP_EDGES", 0)
+    drawn = plan.LayerwisePlan(cora, nodes, 2, 300)
+    first = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
+    assert kept.kept is not None and len(kept.kept) == len(kept) == len(drawn) == len(list(drawn))
+    assert drawn.kept is None
+    again = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=kept)
+    assert torch.equal(first, again)
+    assert torch.equal(first, layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=drawn))
+
+
+def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(cora):
+    """trainer/adapter.py's bipartite_layer: evaluation's CSR product gives training's sums."""
+    from torch_geometric.nn import SAGEConv
+
+    from conveyor.trainer.adapter import bipartite_layer
+    torch.manual_seed(0)
+    conv, edge_index = SAGEConv(cora.x.size(1), 16), cora.edge_index()
+    shuffled = edge_index[:, torch.randperm(edge_index.size(1))]
+    targets = cora.num_nodes // 2  # sources beyond the targets, as in a batch
+    kept = shuffled[:, shuffled[1] < targets]
+    with torch.enable_grad():
+        expected = bipartite_layer(conv, cora.x, kept, targets)
+    with torch.no_grad():
+        torch.testing.assert_close(bipartite_layer(conv, cora.x, kept, targets), expected.detach(), atol=1e-5, rtol=0)
+
+
+def test_evaluation_shows_its_progress_and_its_time(tmp_path, data_root, capsys):
+    """A tqdm bar over the layer-wise batches, and the epoch line ends with the evaluation's time."""
+    settings = make_config("data=cora", f"data.root={data_root}", "trainer.epochs=1", "trainer.progress=true",
+                           f"run.out_dir={tmp_path}")
+    train(settings)
+    err = capsys.readouterr().err
+    assert "eval:   0%" in err and "/2 [" in err  # a bar over cora's 2 batches, one per layer
+    line = next(text for text in err.splitlines() if "epoch 1:" in text)
+    assert re.search(r"\| [0-9.]+s \(sample .*\), eval [0-9.]+s$", line), line

@@ -14,6 +14,7 @@ keys (`dropout`, and the class's own).
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import torch
 from torch import Tensor, nn
@@ -29,7 +30,8 @@ from .gcn import gcn_layer
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
 BIPARTITE = (SAGEConv, GATConv, GATv2Conv, GINConv)
-CONVEYOR_KEYS = ("name", "hidden", "input_dropout", "fast_dropout")  # read here, not passed to the target
+# read here, not passed to the target
+CONVEYOR_KEYS = ("name", "hidden", "input_dropout", "fast_dropout", "gcn_degrees")
 
 
 class PerHopForward(nn.Module):
@@ -40,15 +42,17 @@ class PerHopForward(nn.Module):
 
     fast_dropout = True
 
-    def forward(self, x: Tensor, layers) -> Tensor:
-        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer."""
+    def forward(self, x: Tensor, layers, degree: Tensor | None = None) -> Tensor:
+        """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer;
+        `degree`: each node's whole-graph in-degree, for GCN's normalisation (trainer/gcn.py)."""
         layers = list(layers)
         if len(layers) != self.num_layers:
             raise ConveyorError(f"the model has {self.num_layers} layers but the batch has "
                                 f"{len(layers)} hops; use one fanout per layer.")
         x = dropout(x, self.input_dropout, self.training, self.fast_dropout)
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst)
+            extra = {} if degree is None else {"degree": degree[:num_src]}
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra)
         return x
 
 
@@ -76,7 +80,7 @@ class PerHopGNN(PerHopForward):
         gnn = self.gnn
         conv, norm = gnn.convs[layer], gnn.norms[layer]
         if isinstance(conv, BIPARTITE):
-            x = conv((x, x[:batch_size]), edge_index)
+            x = bipartite_layer(conv, x, edge_index, batch_size)
         elif isinstance(conv, GCNConv):
             x = gcn_layer(conv, x, edge_index, batch_size, degree)
         else:
@@ -87,6 +91,31 @@ class PerHopGNN(PerHopForward):
             x = gnn.act(x) if gnn.act is not None and not gnn.act_first else x
             x = dropout(x, gnn.dropout.p, gnn.dropout.training, self.fast_dropout)  # gnn.dropout(x)'s
         return x
+
+
+def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int) -> Tensor:
+    """`conv` from the sources `x` to the first `num_dst` of them. Without autograd (evaluation)
+    on the CPU, a SAGEConv sums by a sparse CSR product (PyG's spmm), the same sums 3-5x faster
+    than gathering every edge's source row (on this CPU: 0.26-0.43 against 1.33-1.42 s for 250K
+    edges at width 256); training keeps the edge list, whose backward is PyG's usual."""
+    if isinstance(conv, SAGEConv) and not torch.is_grad_enabled() and x.device.type == "cpu":
+        edge_index = csr_adjacency(edge_index, num_dst, x.size(0))
+    return conv((x, x[:num_dst]), edge_index)
+
+
+def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
+    """The [num_dst, num_src] adjacency as a torch CSR tensor: one stable sort by target (cheap
+    where the sampler lists each target's in-edges together, as bsp does: 75 ms for 1.5M edges on
+    this CPU; PyG's to_torch_csr_tensor coalesces, which cost 5x the product itself). No host read
+    of a device value: the loop's figures stay on the device (tests/test_loop.py)."""
+    src, dst = edge_index
+    order = torch.argsort(dst, stable=True)
+    src, dst = src[order], dst[order]
+    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
+    with warnings.catch_warnings():  # torch's "CSR support is in beta": PyG's spmm is the user here
+        warnings.filterwarnings("ignore", message="Sparse (CSR tensor support is in beta|invariant checks)")
+        return torch.sparse_csr_tensor(crow, src, torch.ones(src.numel(), device=src.device), (num_dst, num_src))
 
 
 class EdgeIndexGNN(nn.Module):

@@ -14,6 +14,7 @@ from conveyor.pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 from .layerwise import layerwise_logits
 from .loop import evaluate
 from .loss import correct, targets
+from .plan import LayerwisePlan
 
 SPLITS = ("val", "test")
 Figures = Dict[str, Tuple[float, float, int]]  # split -> (mean loss, accuracy, nodes)
@@ -36,16 +37,21 @@ def sampled_figures(run, splits: dict) -> Figures:
     for split, idx in splits.items():
         batches = eval_seed_batches(idx, run.settings.trainer.eval_batch_size)
         loss, acc = evaluate(run.model, run.source.run(batches, eval_seed, "eval"), len(batches),
-                             autocast=run.precision.autocast, loss_fn=run.loss)
+                             run.settings.trainer.progress and run.ctx.is_main, f"eval {split}",
+                             run.precision.autocast, loss_fn=run.loss, degree=run.train_degree)
         figures[split] = (loss, acc, idx.numel())
     return figures
 
 
 def layerwise_figures(run, splits: dict) -> Figures:
-    """One layer-wise pass for all splits' nodes together."""
-    logits = layerwise_logits(run.model, run.graph, torch.cat(list(splits.values())),
-                              run.settings.trainer.eval_batch_size, run.ctx.device,
-                              run.precision.autocast, parse_dtype(run.settings.cache.dtype, None))
+    """One layer-wise pass for all splits' nodes together, over the batches planned at the first
+    (trainer/plan.py), with a progress bar."""
+    nodes, trainer = torch.cat(list(splits.values())), run.settings.trainer
+    if run.eval_plan is None:
+        run.eval_plan = LayerwisePlan(run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
+    logits = layerwise_logits(run.model, run.graph, nodes, trainer.eval_batch_size, run.ctx.device,
+                              run.precision.autocast, parse_dtype(run.settings.cache.dtype, None),
+                              run.eval_plan, trainer.progress and run.ctx.is_main)
     figures = {}
     for (split, idx), out in zip(splits.items(), logits.split([i.numel() for i in splits.values()])):
         y = targets(run.graph.y[idx])

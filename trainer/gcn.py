@@ -10,11 +10,13 @@ keeps GCNConv's own normalisation over the batch's edges, as PyG's NeighborLoade
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor
 from torch_geometric.nn import GCNConv
 
-from conveyor.partition import Graph
+from conveyor.partition import ConveyorError, Graph
 
 
 def graph_degree(graph: Graph) -> Tensor:
@@ -23,6 +25,24 @@ def graph_degree(graph: Graph) -> Tensor:
     dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.in_degree())
     loops = torch.bincount(dst[graph.indices.long() == dst], minlength=graph.num_nodes)
     return graph.in_degree() - loops
+
+
+def takes_degree(model: torch.nn.Module, method) -> bool:
+    """Whether the model normalises by degrees (a GCNConv inside) and `method` can be given them."""
+    return "degree" in inspect.signature(method).parameters and any(
+        isinstance(module, GCNConv) for module in model.modules())
+
+
+def training_degree(gcn_degrees: str, graph: Graph, model: torch.nn.Module, device) -> Tensor | None:
+    """What the training loop hands the model by node (trainer/loop.py): with
+    model.gcn_degrees=graph the whole graph's degrees, else None."""
+    if gcn_degrees != "graph":
+        return None
+    if not takes_degree(model, model.forward):
+        raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but the "
+                            f"model ({type(model).__name__}) has no GCNConv or its forward takes no `degree`; "
+                            f"use model.gcn_degrees=batch (the default), or model=gcn.")
+    return graph_degree(graph).to(device)
 
 
 def gcn_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, degree: Tensor | None) -> Tensor:

@@ -18,21 +18,18 @@ memory (nodes x hidden x 4 bytes: ~2.5 GB for ogbn-products at hidden 256), as i
 """
 from __future__ import annotations
 
-import inspect
 from contextlib import nullcontext
-from typing import List
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+from tqdm import tqdm
 
 from conveyor.partition import ConveyorError, Graph
-from conveyor.partition.expansion import in_neighbour_chunks
-from conveyor.samplers import build_sampler
 
 from .adapter import PerHopGNN
-from .gcn import graph_degree
+from .gcn import graph_degree, takes_degree
+from .plan import LayerwisePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
 
 
 def can_run_layerwise(model: nn.Module) -> bool:
@@ -55,55 +52,31 @@ def resolve_inference(name: str, model: nn.Module) -> str:
     return "sampled"
 
 
-def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
-    """[nodes within `hops` hops of `nodes` (along in-edges), ..., within 1 hop, `nodes`], each
-    ascending: the targets of each layer when the last layer's targets are `nodes`."""
-    inside = torch.zeros(graph.num_nodes, dtype=torch.bool)
-    inside[nodes] = True
-    sets, frontier = [inside.nonzero().flatten()], nodes
-    for _ in range(hops):
-        before = inside.clone()
-        for neighbours, _ in in_neighbour_chunks(graph, frontier):
-            inside[neighbours] = True
-        frontier = (inside & ~before).nonzero().flatten()  # only new nodes have unread in-edges
-        sets.append(inside.nonzero().flatten())
-    return sets[::-1]
-
-
-def takes_degree(model: nn.Module) -> bool:
-    """Whether the model normalises by degrees (a GCNConv inside) and can be given them."""
-    return "degree" in inspect.signature(model.inference_per_layer).parameters and any(
-        isinstance(module, GCNConv) for module in model.modules())
-
-
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
-                     feature_dtype: torch.dtype | None = None, num_layers: int | None = None) -> Tensor:
+                     feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | None = None,
+                     progress: bool = False, num_layers: int | None = None) -> Tensor:
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
-    as the feature cache does during training (cache.dtype). `num_layers`: only the first ones
-    (the nodes' embeddings after them), instead of all."""
+    as the feature cache does during training (cache.dtype). `plan`: the batches, kept from an
+    earlier call over the same nodes (trainer/plan.py); `progress`: a tqdm bar over them.
+    `num_layers`: only the first ones (the nodes' embeddings after them), instead of all."""
     model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
-    targets = reached_nodes(graph, torch.unique(nodes), (num_layers or model.num_layers) - 1)
-    full = build_sampler("bsp", graph, [-1])  # one hop, every in-neighbour: no random draws
-    degree = graph_degree(graph) if takes_degree(model) else None
-    inputs, input_ids = graph.x, None  # layer 1 reads the features, by global id
-    for layer, wanted in enumerate(targets):
-        outputs = None
-        for start in range(0, wanted.numel(), batch_size):
-            batch = full.sample(wanted[start:start + batch_size])
-            (edge_index, _num_src, num_dst), = batch.layers()
-            rows = batch.n_id if input_ids is None else torch.searchsorted(input_ids, batch.n_id)
-            x = inputs[rows]
-            x = (x.to(feature_dtype) if feature_dtype is not None and layer == 0 else x).to(device).float()
-            extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
-            with autocast():
-                out = model.inference_per_layer(layer, x, edge_index.to(device), num_dst, **extra)
-            out = out.float().cpu()
-            if outputs is None:
-                outputs = torch.empty(wanted.numel(), out.size(1))
-            outputs[start:start + num_dst] = out
-        inputs, input_ids = outputs, wanted
-    return inputs[torch.searchsorted(input_ids, nodes)]
+    plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
+    degree = graph_degree(graph) if takes_degree(model, model.inference_per_layer) else None
+    inputs = outputs = graph.x  # layer 1 reads the features, by global id
+    for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+        if batch.start == 0:  # a new layer: its input is the previous layer's output
+            inputs, outputs = outputs, None
+        x = inputs[batch.rows]
+        x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
+        extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
+        with autocast():
+            out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)
+        out = out.float().cpu()
+        if outputs is None:
+            outputs = torch.empty(plan.targets[batch.layer].numel(), out.size(1))
+        outputs[batch.start:batch.start + batch.num_dst] = out
+    return outputs[torch.searchsorted(plan.targets[-1], nodes)]

@@ -17,11 +17,13 @@ from .meter import DeviceMeter
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
-                on_log=None, log_every: int = 50, autocast=nullcontext, loss_fn=default_loss) -> dict:
+                on_log=None, log_every: int = 50, autocast=nullcontext, loss_fn=default_loss,
+                degree=None) -> dict:
     """Train on `batches`; every `log_every` batches and at the last (the `total`-th),
     `on_log(step, loss)` gets the mean loss of the batches since the previous call. Returns the
     epoch's figures. `autocast()`: the context of the forward pass and the loss (precision.py);
-    `loss_fn(out, y)`: the objective (loss.py)."""
+    `loss_fn(out, y)`: the objective (loss.py). `degree`: the whole graph's in-degrees, handed to
+    the model by node (model.gcn_degrees=graph)."""
     model.train()
     meter, costs = DeviceMeter(), CostSum()
     train_s = 0.0
@@ -29,8 +31,9 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
+        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers())
+            out = model(pb.x.float(), pb.batch.layers(), **extra)
             loss = loss_fn(out, targets(pb.y))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -76,14 +79,16 @@ class CostSum:
 
 @torch.no_grad()
 def evaluate(model, batches, total: int, progress: bool = False, desc: str = "eval",
-             autocast=nullcontext, loss_fn=default_loss) -> tuple[float, float]:
-    """(mean loss, accuracy) over `batches`, read from the device once, at the end."""
+             autocast=nullcontext, loss_fn=default_loss, degree=None) -> tuple[float, float]:
+    """(mean loss, accuracy) over `batches`, read from the device once, at the end; `degree`: as
+    train_epoch's."""
     model.eval()
     meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
         raise_if_stop_requested()
+        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers())
+            out = model(pb.x.float(), pb.batch.layers(), **extra)
             loss = loss_fn(out, targets(pb.y))
         meter.add(out, pb.y, loss)
         del pb, out, loss

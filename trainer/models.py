@@ -12,7 +12,7 @@ from torch_geometric.nn import GCNConv, SAGEConv
 
 from conveyor.partition import ConveyorError
 
-from .adapter import PerHopForward, model_from_target
+from .adapter import PerHopForward, bipartite_layer, model_from_target
 from .dropout import dropout
 from .gcn import gcn_layer
 from .settings import MODELS, ModelSettings
@@ -52,7 +52,7 @@ class SampledGNN(PerHopForward):
         in-degree of each row of `x`, for GCN's normalisation (trainer/gcn.py)."""
         conv = self.layers[layer]
         if self.kind == "sage":
-            x = conv((x, x[:batch_size]), edge_index)
+            x = bipartite_layer(conv, x, edge_index, batch_size)
         elif self.kind == "gcn":
             x = gcn_layer(conv, x, edge_index, batch_size, degree)
         else:  # mlp: the same depth, but each node sees only its own features

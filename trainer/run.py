@@ -28,6 +28,7 @@ from conveyor.samplers import SamplerSpec
 from .checkpoint import BEST, restore_weights, save_checkpoint
 from .context import LocalContext
 from .evaluation import split_figures
+from .gcn import training_degree
 from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
 from .loop import train_epoch
@@ -72,6 +73,8 @@ class Run:
     best: dict = field(default_factory=lambda: dict(NO_BEST))
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
+    train_degree: torch.Tensor | None = None  # model.gcn_degrees=graph: the graph's, on the device
+    eval_plan: Any = None  # layer-wise evaluation's batches, kept from the first (trainer/plan.py)
     loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
     portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
 
@@ -120,6 +123,7 @@ def train(settings: Settings, ctx=None, model: torch.nn.Module | None = None,
     run.loss = loss or default_loss
     run.portable = portable_spec(run.model)
     try:
+        run.train_degree = training_degree(settings.model.gcn_degrees, run.graph, run.model, run.ctx.device)
         for epoch in range(run.start_epoch, run.epochs + 1):
             if patience_ran_out(run):
                 break
@@ -214,7 +218,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     progress = run.settings.trainer.progress and run.ctx.is_main
     stats = train_epoch(run.net, run.optimizer, batches, len(seed_batches), progress,
                         f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
-                        run.precision.autocast, run.loss)
+                        run.precision.autocast, run.loss, run.train_degree)
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -262,9 +266,10 @@ def end_epoch(run: Run, record: dict) -> None:
     """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it: `best.pt` first
     when it is the best so far, so that `last.pt` never names a best epoch `best.pt` lacks."""
     log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
-             "train %.2fs)", record["epoch"], record["loss"], record["train_acc"],
+             "train %.2fs)%s", record["epoch"], record["loss"], record["train_acc"],
              _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), record["epoch_time_s"],
-             record["sample_s"], record["gather_s"], record["train_s"])
+             record["sample_s"], record["gather_s"], record["train_s"],
+             f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
     run.recorder.epoch(record)
     if not run.ctx.is_main:
         return

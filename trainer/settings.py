@@ -35,6 +35,7 @@ from conveyor.samplers.settings import SamplerSettings
 MODES = ("train", "compare")
 MODELS = ("sage", "gcn", "mlp")  # the built-in models (trainer/models.py)
 INFERENCE = ("auto", "layerwise", "sampled")  # trainer/layerwise.py
+GCN_DEGREES = ("batch", "graph")  # trainer/gcn.py
 PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/precision.py
 SCHEDULES = ("none", "cosine", "step", "plateau")  # trainer/schedule.py
 OUT_DIR = "runs/${now:%Y-%m-%d_%H-%M-%S}_${data.name}_${model.name}_${run_id:}"  # resolved when composed
@@ -126,6 +127,11 @@ class ModelSettings(Section):
     fast_dropout: bool = setting(True, "CPU dropout masks cut from 16-bit slices of random words (trainer/dropout.py): "
                                        "torch's distribution with p to 1/65536, 3-4x faster than F.dropout; false: "
                                        "F.dropout's draws, as runs before it", boolean())
+    gcn_degrees: str = setting(
+        "batch", "GCN's normalisation in training: batch (GCNConv's own, over the batch's edges, as PyG's "
+        "NeighborLoader training) | graph (the whole graph's degrees: with every fanout -1, full-batch GCN "
+        "exactly, as Kipf and Welling train it). Layer-wise evaluation always reads the whole graph's "
+        "(trainer/gcn.py)", choice(GCN_DEGREES))
     _target_: Optional[str] = setting(None, "the model class (module.Class, e.g. torch_geometric.nn.GAT), built "
                                             "with in_channels, out_channels, num_layers, hidden_channels "
                                             "(model.hidden) and the other model.* keys; null: the built-in name",
@@ -140,6 +146,10 @@ class ModelSettings(Section):
             problem = choice(MODELS).problem("model.name", self.name)
             if problem:
                 raise ConveyorError(problem)
+            if self.gcn_degrees == "graph" and self.name != "gcn":
+                raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but "
+                                    f"model={self.name} is no GCN; use model=gcn, or leave model.gcn_degrees "
+                                    f"at batch.")
 
     def to_dict(self) -> dict:
         values = {**super().to_dict(), **self.arguments}
