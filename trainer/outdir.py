@@ -17,6 +17,8 @@ from pathlib import Path
 
 from conveyor.partition import ConveyorError
 
+from .files import refuse_link
+
 LOCK_FILE = ".conveyor.lock"
 _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's locks, kept open
 
@@ -30,7 +32,8 @@ def lock_out_dir(out_dir) -> None:
             return
         path = out_dir / LOCK_FILE
         out_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        refuse_link(path)  # the run writes its pid into the lock: never through a planted link
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop, before Python 3.13
         reason = getattr(error, "strerror", None) or error
         raise ConveyorError(f"cannot use run.out_dir={out_dir}: {reason}; choose a folder you can "
