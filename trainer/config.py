@@ -61,17 +61,15 @@ def check_out_dir(out_dir: Path) -> None:
             raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
                                 f"run.out_dir, or move the file away.")
     folders = (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
-    existing = next(p for p in folders if p.exists())
-    missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
-    try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
-        try_write(existing, missing)
-    except OSError as error:
-        attempt = f"making {missing}" if missing else f"writing a file in {existing}"
-        special = (" (the file system there takes no new folders, as /proc does)"
-                   if error.errno == errno.ENOENT else "")
-        raise ConveyorError(f"run.out_dir={out_dir} is not writable: {attempt} fails with "
-                            f"{error.strerror or error} (errno {error.errno}){special}; choose a "
-                            f"run.out_dir you can write to, or fix the permissions of {existing}.") from None
+    existing, missing, error = probe_write(folders)
+    if error is None:
+        return
+    attempt = f"making {missing}" if missing else f"writing a file in {existing}"
+    special = (" (the file system there takes no new folders, as /proc does)"
+               if error.errno == errno.ENOENT else "")
+    raise ConveyorError(f"run.out_dir={out_dir} is not writable: {attempt} fails with "
+                        f"{error.strerror or error} (errno {error.errno}){special}; choose a "
+                        f"run.out_dir you can write to, or fix the permissions of {existing}.") from None
 
 
 def check_name_lengths(out_dir: Path) -> None:
@@ -87,6 +85,23 @@ def check_name_lengths(out_dir: Path) -> None:
         folder = folder / name
         if folder.is_dir():
             most = os.pathconf(folder, "PC_NAME_MAX")
+
+
+def probe_write(folders: tuple) -> tuple:
+    """(existing, missing, error): the deepest of `folders` that exists, the one to make in it,
+    and the OSError writing there meets (None: writable). Tried again when another run's probe
+    (torchrun agents start together) removed that folder meanwhile."""
+    for _ in range(3):
+        existing = next(p for p in folders if p.exists())
+        missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
+        try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
+            try_write(existing, missing)
+            return existing, missing, None
+        except OSError as caught:
+            error = caught
+            if not isinstance(error, FileNotFoundError) or existing.exists():
+                break
+    return existing, missing, error
 
 
 def try_write(existing: Path, missing: Path | None) -> None:
