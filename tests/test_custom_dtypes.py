@@ -9,6 +9,7 @@ import torch
 
 from conveyor.partition import ConveyorError, load_dataset
 from tests.test_bad_input import launch
+from tests.test_datasets import write_custom
 
 N = 30
 REAL = ["float16", "float32", "float64", ">f4", ">f8", "longdouble", "int8", "int16", "int32",
@@ -17,16 +18,9 @@ INTEGER = [d for d in REAL if np.dtype(d).kind in "iu"]
 
 
 def save_graph(folder, **replace):
-    folder.mkdir(exist_ok=True)
     rng = np.random.default_rng(0)
-    arrays = {"edge_index": rng.integers(0, N, (2, 90)), "x": rng.integers(0, 2, (N, 4)),
-              "y": np.arange(N) % 3, "train_idx": np.arange(20), **replace}
-    for name, value in arrays.items():
-        if isinstance(value, torch.Tensor):
-            torch.save(value, folder / f"{name}.pt")
-        else:
-            np.save(folder / f"{name}.npy", value)
-    return folder
+    return write_custom(folder, **{"edge_index": rng.integers(0, N, (2, 90)), "x": rng.integers(0, 2, (N, 4)),
+                                   "y": np.arange(N) % 3, "train_idx": np.arange(20), **replace})
 
 
 @pytest.mark.parametrize("dtype", REAL)
