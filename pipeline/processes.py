@@ -17,6 +17,7 @@ from typing import Dict
 import torch
 import torch.multiprocessing as mp
 
+from . import generators  # noqa: F401  (registers how a torch.Generator travels to a stage)
 from .control import Control
 from .mps import PERCENT_ENV
 from .settings import STAGES, PipelineSettings

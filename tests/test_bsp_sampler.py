@@ -1,4 +1,5 @@
 import importlib.util
+import pickle
 
 import pytest
 import torch
@@ -70,6 +71,18 @@ def test_uniform_without_replacement_chi_square():
         assert counts.sum() == 5 * copies * 10
         p = stats.chisquare(counts.numpy()).pvalue
         assert p > 1e-3, (hop, counts, p)
+
+
+def test_a_pickled_sampler_goes_on_with_the_same_stream():
+    """The async pipeline pickles a sampler object into its process: the copy draws what the
+    original would have drawn next."""
+    graph = random_graph(300, 2000, seed=4)
+    sampler = build_sampler("bsp", graph, [5, 3], seed=9)
+    sampler.sample(torch.arange(20))
+    copy = pickle.loads(pickle.dumps(sampler))
+    ahead, copied = sampler.sample(torch.arange(30, 60)), copy.sample(torch.arange(30, 60))
+    assert torch.equal(ahead.n_id, copied.n_id)
+    assert all(torch.equal(a, b) for a, b in zip(ahead.edge_index_per_hop, copied.edge_index_per_hop))
 
 
 def test_hops_draw_independently():

@@ -14,7 +14,7 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 import conveyor
 from conveyor import NeighborLoader
 from conveyor.partition import ConveyorError
-from conveyor.samplers import SamplerSpec
+from conveyor.samplers import SamplerSpec, bsp
 from conveyor.samplers.checks import assert_valid_batch
 from tests.configs import REPO
 from tests.test_pipeline import feature_graph
@@ -112,6 +112,21 @@ def test_async_and_serial_give_the_same_batches_and_each_epoch_reshuffles():
             assert a.num_sampled_nodes == b.num_sampled_nodes and a.num_sampled_edges == b.num_sampled_edges
     first, second = made["serial"]
     assert not torch.equal(first[0].input_id, second[0].input_id)  # epoch 2 is another order
+
+
+def test_a_sampler_object_travels_into_the_async_pipeline():
+    """A sampler handed as an object, not a spec, is pickled into the sampler process (its
+    torch.Generator once made that process die unpickling it): the same batches as in serial."""
+    graph = feature_graph()
+    made = {}
+    for pipeline in ("serial", "async"):
+        sampler = bsp.BSPSampler(graph, FANOUTS, seed=5, once=True)
+        with NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=40, input_nodes=graph.train_idx, shuffle=True,
+                            pipeline=pipeline, seed=7, sampler=sampler) as loader:
+            made[pipeline] = batches(loader)[0]
+    assert len(made["serial"]) == len(made["async"]) == 8
+    for a, b in zip(made["serial"], made["async"]):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
 
 
 def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
