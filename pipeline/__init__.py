@@ -16,6 +16,7 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
 
     seeds.py     the seed nodes of each batch: random streams per (run seed, epoch)
     batch.py     PreparedBatch and BatchCost, what both sources yield
+    phases.py    what run()'s phase changes: the sampler (layer-wise: every in-neighbour) and the features
     serial.py    SerialBatches: sample then gather, in the caller's process (`pipeline=serial`)
     source.py    AsyncBatches: the sampler and the loader in two processes joined by queues
                  (TurboGNN), paced by queue depths and, under CUDA MPS, by per-process SM shares;

@@ -79,13 +79,13 @@ class StageProcesses:
             return self.settings.sampling_threads()[0]
         return self.settings.stage_threads
 
-    def submit(self, job: int, seed_batches, sampler_seed: int) -> None:
+    def submit(self, job: int, seed_batches, sampler_seed: int, phase: str = "train") -> None:
         """Start job `job`: the stages drop what is left of an earlier one, the sampler gets the
-        seed batches (one tensor and the sizes, so one message) and its seed."""
+        seed batches (one tensor and the sizes, so one message), its seed and phase (phases.py)."""
         self.control["job"] = job
         sizes = [int(s.numel()) for s in seed_batches]
         seeds = torch.cat(list(seed_batches)) if sizes else torch.empty(0, dtype=torch.long)
-        self.jobs.put((job, seeds, sizes, int(sampler_seed)))
+        self.jobs.put((job, seeds, sizes, int(sampler_seed), phase))
 
     def give_back(self, q: str, slot: int) -> None:
         """Return `slot` to the producer of queue `q`; on CUDA its stream first waits for every

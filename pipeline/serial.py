@@ -28,6 +28,7 @@ from .batch import (
 )
 from .cores import torch_threads
 from .memory import BatchPeak, batch_room
+from .phases import PhaseSamplers, check_phase, gathers_features
 
 
 class SerialBatches:
@@ -40,15 +41,16 @@ class SerialBatches:
         torch's CPU threads while sampling (the trainer's own are kept for training), or None:
         the trainer's."""
         self.device = torch.device(device)
-        self.sampler, self.cache = built(sampler, graph, self.device), built(features, graph, self.device)
+        self.samplers, self.cache = PhaseSamplers(sampler, graph, self.device), built(features, graph, self.device)
         self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
         self.sampling_threads = sampling_threads
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
-        """As AsyncBatches.run (`phase` only names its TensorBoard series; none here)."""
-        reseed(self.sampler, sampler_seed)
+        """As AsyncBatches.run (`phase`: pipeline/phases.py; no TensorBoard series here)."""
+        sampler, features = self.samplers.for_phase(check_phase(phase)), gathers_features(phase)
+        reseed(sampler, sampler_seed)
         for seeds in seed_batches:
             self.peak.start()
             if self.batches_done == WARMUP_BATCHES and callable(getattr(self.cache, "fit_to_free_memory", None)):
@@ -56,12 +58,12 @@ class SerialBatches:
             self.batches_done += 1
             t0 = time.perf_counter()
             with torch_threads(self.sampling_threads or torch.get_num_threads()):
-                batch = self.sampler.sample(seeds)
+                batch = sampler.sample(seeds)
             batch = batch.to(self.device)
             synchronize(self.device)
             t1 = time.perf_counter()
             before = feature_stats(self.cache)
-            x = self.cache.gather(batch.n_id)
+            x = self.cache.gather(batch.n_id) if features else no_features(self.cache, self.device)
             y = seed_labels(self.labels, batch)
             synchronize(self.device)
             cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, feature_stats(self.cache))
@@ -75,3 +77,9 @@ class SerialBatches:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def no_features(cache, device) -> torch.Tensor:
+    """A batch's x when its phase gathers none: no rows, the cache's width and dtype."""
+    return torch.empty(0, cache.feature_dim, dtype=cache.dtype, device=device)
+

@@ -33,6 +33,7 @@ from .guard import check_main_guard
 from .memory import BatchPeak
 from .monitor import PipelineMonitor, Scalars
 from .mps import MPSShares
+from .phases import check_phase, series
 from .processes import QUEUES, StageProcesses
 from .settings import PipelineSettings
 from .sharing import share_graph
@@ -103,8 +104,9 @@ class AsyncBatches:
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
         """The prepared batches of `seed_batches`, in order (the sampler is reseeded first).
-        `phase` ("train" or "eval") picks the TensorBoard series: `pipeline/` for training
-        batches, stepped like `batch/loss`, and `pipeline_eval/` with its own step."""
+        `phase` (pipeline/phases.py: "train", "eval", "layerwise", "layerwise-hidden") picks the
+        sampler and whether features are gathered, and the TensorBoard series: `pipeline/` for
+        training batches, stepped like `batch/loss`, and `pipeline_eval/` with its own step."""
         if self._closed:
             raise RuntimeError("AsyncBatches.run() called after close()")
         if self.mps.restart_due:
@@ -113,8 +115,8 @@ class AsyncBatches:
             self.stages.stop()
             self._start()
         self.job += 1
-        self.scalars.phase = phase
-        self.stages.submit(self.job, seed_batches, sampler_seed)
+        self.scalars.phase = series(check_phase(phase))
+        self.stages.submit(self.job, seed_batches, sampler_seed, phase)
         return self._batches(self.job, len(seed_batches))
 
     def _batches(self, job: int, count: int) -> Iterator[PreparedBatch]:

@@ -52,6 +52,7 @@ from .batch import (
 )
 from .control import Control
 from .memory import batch_room
+from .phases import PhaseSamplers, gathers_features
 from .sharing import GraphHandle
 from .shutdown import die_with_parent, ignore_interrupts, name_process
 from .slots import ReleaseEvents, SlotReader, SlotWriter, new_message
@@ -74,6 +75,7 @@ class BatchMessage:
     counts: List[int]  # num_nodes_per_hop
     cost: BatchCost
     sampler_grown: int  # grown sampled buffers the sampler had sent the trainer by this batch
+    features: bool = True  # gather the nodes' features (phases.py: not for layerwise-hidden)
 
 
 @dataclass
@@ -207,11 +209,13 @@ def run_sampler(stage: Stage, graph) -> None:
     """Samples `superbatch` batches per call (`sample_many`: one fused kernel launch for all of
     them; the same batches as one call each), then hands them on one slot at a time."""
     spec, control = stage.spec, stage.control
-    sampler = built(spec.work.sampler, graph, stage.device)
+    samplers = PhaseSamplers(spec.work.sampler, graph, stage.device)
     writer, per_call, grown_sent = SlotWriter(stage.device), spec.work.superbatch, 0
-    stage.send("ready", os.getpid(), f"{getattr(sampler, 'name', type(sampler).__name__)} sampler on {stage.device}")
+    name = getattr(samplers.run_sampler, "name", type(samplers.run_sampler).__name__)
+    stage.send("ready", os.getpid(), f"{name} sampler on {stage.device}")
     while True:
-        job, seeds, sizes, sampler_seed = stage.get(spec.inbox)
+        job, seeds, sizes, sampler_seed, phase = stage.get(spec.inbox)
+        sampler = samplers.for_phase(phase)
         reseed(sampler, sampler_seed)
         batches = seeds.split(sizes)
         for first in range(0, len(batches), per_call):
@@ -235,7 +239,7 @@ def run_sampler(stage: Stage, graph) -> None:
                 cost = BatchCost(sample_s=sample_s).plus_ipc(time.perf_counter() - begin,
                                                              writer.bytes_written - written)
                 message = BatchMessage(job, index, {"sampled": (slot, packed)},
-                                       batch.num_nodes_per_hop.tolist(), cost, grown_sent)
+                                       batch.num_nodes_per_hop.tolist(), cost, grown_sent, gathers_features(phase))
                 control.add("sampler_busy_ns", sample_s * 1e9)
                 control.add("sampled")
                 spec.outbox.put(message)
@@ -286,7 +290,7 @@ class Loader:
         slot = stage.acquire("ready")
         begin, written, before = time.perf_counter(), self.writer.bytes_written, feature_stats(self.cache)
         packed = gather_into_slot(self.cache, self.labels, SampledBatch.from_tensors(views, message.counts),
-                                  self.writer, slot)
+                                  self.writer, slot, message.features)
         synchronize(stage.device)
         del views  # the sampled slot now belongs to the trainer, which releases it
         cost = message.cost.gathered(time.perf_counter() - begin, before, feature_stats(self.cache))
@@ -303,17 +307,20 @@ class Loader:
         forwarded = {"shapes": sampled["shapes"], "grown": self.unforwarded.pop(sampled_slot, {})}
         message = BatchMessage(message.job, message.index,
                                {"sampled": (sampled_slot, forwarded), "ready": (slot, packed)},
-                               message.counts, cost, message.sampler_grown)
+                               message.counts, cost, message.sampler_grown, message.features)
         self.stage.control.add("loader_busy_ns", cost.gather_s * 1e9)
         self.stage.control.add("loaded")
         self.stage.spec.outbox.put(message)
 
 
-def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slot: int) -> dict:
-    """The batch's features and labels, gathered straight into `slot`'s buffers; the message part."""
+def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slot: int,
+                     features: bool = True) -> dict:
+    """The batch's features (none: an x without rows) and labels, gathered straight into `slot`'s
+    buffers; the message part."""
     message = new_message()
-    x = writer.buffer(slot, "x", (batch.n_id.numel(), cache.feature_dim), cache.dtype, message)
-    cache.gather(batch.n_id, out=x)
+    x = writer.buffer(slot, "x", (batch.n_id.numel() if features else 0, cache.feature_dim), cache.dtype, message)
+    if features:
+        cache.gather(batch.n_id, out=x)
     y = writer.buffer(slot, "y", (batch.seeds.numel(), *labels.shape[1:]), labels.dtype, message)
     seed_labels(labels, batch, out=y)
     return message

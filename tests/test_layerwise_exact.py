@@ -96,6 +96,25 @@ def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
     assert torch.equal(first, layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=drawn))
 
 
+@pytest.mark.parametrize("name", ["gcn", "sage"])
+def test_the_async_pipeline_draws_and_gathers_what_the_kept_plan_holds(name, cora):
+    """`pipeline=async` hands the layer-wise batches to its stage processes (trainer/plan.py's
+    PipelinePlan): the same logits, bit for bit, as the plan drawn and kept in this process,
+    and again on a second pass."""
+    from conveyor.cache import CacheSettings, CacheSpec
+    from conveyor.pipeline import PipelineSettings, batch_source
+    from conveyor.samplers import SamplerSpec
+    from conveyor.trainer.plan import LayerwisePlan, PipelinePlan
+    model, nodes = make_model(name, cora), torch.cat([cora.val_idx, cora.test_idx])
+    kept = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=LayerwisePlan(cora, nodes, 2, 300))
+    with batch_source(cora, SamplerSpec("bsp", [5, 5]), CacheSpec(CacheSettings(policy="degree", capacity=0.3)),
+                      "cpu", PipelineSettings(name="async", threads=1)) as source:
+        plan = PipelinePlan(source, cora, nodes, 2, 300)
+        for _ in range(2):
+            assert torch.equal(layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=plan), kept)
+        assert source.stats()["batches"] == 2 * len(plan)
+
+
 def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(cora):
     """trainer/adapter.py's bipartite_layer: evaluation's CSR product gives training's sums."""
     from torch_geometric.nn import SAGEConv

@@ -190,6 +190,25 @@ def test_async_batches_equal_serial_batches(pipeline):
     assert assert_same_batches(source.run(evaluation, 7), serial.run(evaluation, 7)) == 3
 
 
+def test_layerwise_phases_take_every_in_neighbour_alike_in_both_sources(pipeline):
+    """pipeline/phases.py: `layerwise` batches are one hop over every in-neighbour of their seeds
+    with the seeds' features; `layerwise-hidden` ones come without features; async = serial."""
+    graph, source, serial = pipeline
+    seeds = eval_seed_batches(torch.arange(0, 600, 3), 64)
+    for phase in ("layerwise", "layerwise-hidden"):
+        assert assert_same_batches(source.run(seeds, 1, phase), serial.run(seeds, 1, phase)) == 4
+    for batch, wanted in zip(serial.run(seeds, 2, "layerwise-hidden"), seeds):
+        assert batch.batch.num_hops == 1 and batch.x.shape == (0, graph.x.size(1))
+        (edge_index, _, num_dst), = batch.batch.layers()
+        got = sorted(zip(batch.batch.n_id[edge_index[0]].tolist(), batch.batch.n_id[edge_index[1]].tolist()))
+        src, dst = graph.edge_index()
+        into = torch.isin(dst, wanted)
+        assert num_dst == wanted.numel() and got == sorted(zip(src[into].tolist(), dst[into].tolist()))
+    for batches in (source, serial):
+        with pytest.raises(ValueError, match="phase"):
+            list(batches.run(seeds, 1, "layer-wise"))
+
+
 def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     """n_id and the edges are copied once, into the sampler's slot, and passed on; x and y are
     gathered straight into the loader's: the bytes written per batch are the bytes it holds

@@ -14,7 +14,7 @@ from conveyor.pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 from .layerwise import layerwise_logits
 from .loop import evaluate
 from .loss import correct, targets
-from .plan import LayerwisePlan
+from .plan import LayerwisePlan, PipelinePlan
 
 SPLITS = ("val", "test")
 Figures = Dict[str, Tuple[float, float, int]]  # split -> (mean loss, accuracy, nodes)
@@ -44,11 +44,14 @@ def sampled_figures(run, splits: dict) -> Figures:
 
 
 def layerwise_figures(run, splits: dict) -> Figures:
-    """One layer-wise pass for all splits' nodes together, over the batches planned at the first
-    (trainer/plan.py), with a progress bar."""
+    """One layer-wise pass for all splits' nodes together, with a progress bar: its batches drawn
+    and gathered by the async pipeline's processes, or, in serial, planned at the first pass and
+    kept (trainer/plan.py)."""
     nodes, trainer = torch.cat(list(splits.values())), run.settings.trainer
     if run.eval_plan is None:
-        run.eval_plan = LayerwisePlan(run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
+        args = (run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
+        run.eval_plan = (PipelinePlan(run.source, *args) if run.settings.pipeline.name == "async"
+                         else LayerwisePlan(*args))
     logits = layerwise_logits(run.model, run.graph, nodes, trainer.eval_batch_size, run.ctx.device,
                               run.precision.autocast, parse_dtype(run.settings.cache.dtype, None),
                               run.eval_plan, trainer.progress and run.ctx.is_main)

@@ -29,7 +29,7 @@ from conveyor.partition import ConveyorError, Graph
 
 from .adapter import PerHopGNN
 from .gcn import graph_degree, takes_degree
-from .plan import LayerwisePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
+from .plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
 
 
 def can_run_layerwise(model: nn.Module) -> bool:
@@ -55,7 +55,7 @@ def resolve_inference(name: str, model: nn.Module) -> str:
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
-                     feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | None = None,
+                     feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | PipelinePlan | None = None,
                      progress: bool = False, num_layers: int | None = None) -> Tensor:
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
@@ -70,8 +70,11 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
         if batch.start == 0:  # a new layer: its input is the previous layer's output
             inputs, outputs = outputs, None
-        x = inputs[batch.rows]
-        x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
+        if batch.x is not None:  # gathered by the pipeline, through the cache (in its dtype already)
+            x = batch.x.to(device).float()
+        else:
+            x = inputs[batch.rows]
+            x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
         extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
         with autocast():
             out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)

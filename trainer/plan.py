@@ -1,4 +1,6 @@
-"""The batches of a layer-wise pass (trainer/layerwise.py), sampled once and kept for the run.
+"""The batches of a layer-wise pass (trainer/layerwise.py): drawn and gathered by the async
+pipeline's stage processes (PipelinePlan), or, with `pipeline=serial`, sampled in this process
+once and kept for the run (LayerwisePlan).
 
 Every evaluation of a run walks the same nodes through the same batches: the targets of each layer
 (the nodes within L - i hops of the evaluated ones) and, for each batch of them, all their
@@ -10,7 +12,7 @@ evaluation (drawn as it goes). A plan is kept when its edges fit `KEEP_EDGES` (i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import torch
 from torch import Tensor
@@ -30,6 +32,7 @@ class LayerBatch:
     rows: Tensor  # each node's row in the layer's input: n_id on layer 0, else its position among the previous targets
     edge_index: Tensor  # local ids, row 0 sources, row 1 targets
     num_dst: int
+    x: Optional[Tensor] = None  # layer 0: n_id's features as the pipeline gathered them (else read by rows)
 
 
 def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
@@ -47,6 +50,11 @@ def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
     return sets[::-1]
 
 
+def batch_count(targets: List[Tensor], batch_size: int) -> int:
+    """The batches of a layer-wise pass: each layer's targets in batches of `batch_size`."""
+    return sum(-(-wanted.numel() // batch_size) for wanted in targets)
+
+
 class LayerwisePlan:
     """The targets of each layer for `nodes` and their batches of `batch_size` targets; iterating
     gives the LayerBatches in order, layer by layer."""
@@ -58,7 +66,7 @@ class LayerwisePlan:
         self.kept: List[LayerBatch] | None = None  # after the first whole pass, when self.keep
 
     def __len__(self) -> int:
-        return sum(-(-wanted.numel() // self.batch_size) for wanted in self.targets)
+        return batch_count(self.targets, self.batch_size)
 
     def __iter__(self) -> Iterator[LayerBatch]:
         if self.kept is None:
@@ -87,3 +95,29 @@ class LayerwisePlan:
         """Kept in int32 where ids fit (they do below 2^31 nodes): half the memory."""
         narrow = torch.int32 if batch.n_id.numel() < 2 ** 31 else torch.int64
         return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, batch.edge_index.to(narrow), batch.num_dst)
+
+
+class PipelinePlan:
+    """The same batches as LayerwisePlan, drawn and gathered by the run's async batch source while
+    this process computes (pipeline/phases.py: its stage processes take every in-neighbour of
+    each batch's targets, one hop, and gather layer 0's features through the cache). The targets
+    are found once, here; the batches are drawn again each pass, off this process."""
+
+    def __init__(self, source, graph: Graph, nodes: Tensor, num_layers: int, batch_size: int):
+        self.source, self.batch_size = source, batch_size
+        self.targets = reached_nodes(graph, torch.unique(nodes), num_layers - 1)
+
+    def __len__(self) -> int:
+        return batch_count(self.targets, self.batch_size)
+
+    def __iter__(self) -> Iterator[LayerBatch]:
+        for layer, wanted in enumerate(self.targets):
+            seeds = list(wanted.split(self.batch_size))
+            prepared = self.source.run(seeds, 0, "layerwise" if layer == 0 else "layerwise-hidden")
+            for index, batch in enumerate(prepared):  # to its end: the source counts each batch done
+                (edge_index, _num_src, num_dst), = batch.batch.layers()
+                n_id = batch.batch.n_id.cpu()
+                rows = n_id if layer == 0 else torch.searchsorted(self.targets[layer - 1], n_id)
+                yield LayerBatch(layer, index * self.batch_size, n_id, rows, edge_index, num_dst,
+                                 batch.x if layer == 0 else None)
+

@@ -74,7 +74,7 @@ class Run:
     stopped_epoch: int | None = None  # the last epoch, when early stopping ended the run
     started: float = field(default_factory=time.perf_counter)
     train_degree: torch.Tensor | None = None  # model.gcn_degrees=graph: the graph's, on the device
-    eval_plan: Any = None  # layer-wise evaluation's batches, kept from the first (trainer/plan.py)
+    eval_plan: Any = None  # layer-wise evaluation's batches: the pipeline's (async) or kept (trainer/plan.py)
     loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
     portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
 
