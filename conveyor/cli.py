@@ -42,7 +42,10 @@ def main() -> None:
     else:
         composed = compose_or_fail(args)
         settings = checked(composed)
-        save_config(settings, composed.hydra, args)
+        try:
+            save_config(settings, composed.hydra, args)
+        except ConveyorError as error:  # a link planted in .hydra/, a full disk
+            fail(error)
         start(settings)
 
 
@@ -70,14 +73,15 @@ def checked(cfg: DictConfig) -> Settings:
 def save_config(settings: Settings, hydra_node: DictConfig, overrides: list) -> None:
     """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (its settings,
     resolved), Hydra's node (the option chosen in each group) and the overrides given."""
+    from conveyor.partition.links import own_folder
+    from conveyor.trainer.files import write_atomically
     from conveyor.trainer.outdir import owns_out_dir
     if not owns_out_dir():
         return
-    folder = Path(settings.run.out_dir).expanduser() / HYDRA_OUTPUT
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(OmegaConf.to_yaml(settings.to_dict()))
-    (folder / "hydra.yaml").write_text(OmegaConf.to_yaml({"hydra": hydra_node}))
-    (folder / "overrides.yaml").write_text(OmegaConf.to_yaml(list(overrides)))
+    folder = own_folder(Path(settings.run.out_dir).expanduser() / HYDRA_OUTPUT)
+    for name, tree in (("config.yaml", settings.to_dict()), ("hydra.yaml", {"hydra": hydra_node}),
+                       ("overrides.yaml", list(overrides))):
+        write_atomically(folder / name, OmegaConf.to_yaml(tree).encode())  # never through a planted link
 
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base=None)

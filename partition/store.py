@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
@@ -29,9 +30,11 @@ from torch import Tensor
 from .errors import ConveyorError
 from .graph import Graph, load_saved
 from .leftovers import sweep_dead
+from .links import refuse_link
 
 FORMAT_VERSION = 1
 X_ROWS_HASHED = 1 << 16  # feature rows the fingerprint reads (evenly spaced), not all of x
+PARTITIONS_ELSEWHERE = "give the partitions another folder"  # the fix a refused link's paragraph names
 
 
 @dataclass
@@ -85,13 +88,15 @@ def save_parts(parts: Iterable[Part], directory) -> Dict:
     """Save parts (a list, or a generator so that one part at a time is in memory), then
     `partition.json`; replaces an earlier partitioning in `directory`. Returns the header."""
     directory = Path(directory).expanduser()
+    refuse_link(directory, PARTITIONS_ELSEWHERE)
     if directory.exists() and any(directory.iterdir()) and not (directory / "partition.json").exists():
         raise ConveyorError(f"{directory} exists and is not a partition folder (no partition.json); "
                             f"choose an empty or new folder for the partitions.")
     directory.parent.mkdir(parents=True, exist_ok=True)
     sweep_killed_saves(directory)
-    tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    # A fresh side folder of a name nobody could plant ahead (mkdtemp), where the parts are built.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{os.getpid()}.", dir=directory.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the parts are for everyone who reads the folder
     try:
         infos = []
         for part in parts:
@@ -102,18 +107,32 @@ def save_parts(parts: Iterable[Part], directory) -> Dict:
         header = {k: infos[0][k] for k in COMMON_INFO if k in infos[0]}
         header.update(version=FORMAT_VERSION, seconds=infos[0].get("seconds", {}), parts=infos)
         (tmp / "partition.json").write_text(json.dumps(header, indent=1))
-        shutil.rmtree(directory, ignore_errors=True)
-        os.replace(tmp, directory)
+        put_in_place(tmp, directory)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return header
 
 
+def put_in_place(tmp: Path, directory: Path) -> None:
+    """`tmp` renamed to `directory`. An earlier partitioning there is first renamed aside and
+    removed after: the folder is missing only between two renames, not while one is deleted (a
+    builder finishing meanwhile, or a reader, once found no partitioning there)."""
+    aside = directory.parent / f".{directory.name}.old-{os.getpid()}.{os.urandom(4).hex()}"
+    try:
+        os.rename(directory, aside)
+    except FileNotFoundError:
+        aside = None
+    os.replace(tmp, directory)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 def sweep_killed_saves(directory) -> None:
-    """Delete the side folders of partitionings into `directory` killed before they finished
-    (named after their process; a live one's stays)."""
+    """Delete the side folders of partitionings into `directory` killed before they finished,
+    and the earlier partitionings they had put aside (named after their process; a live one's stay)."""
     directory = Path(directory).expanduser()
-    sweep_dead(directory.parent, f".{directory.name}.tmp-")
+    for side in (".tmp-", ".old-"):
+        sweep_dead(directory.parent, f".{directory.name}{side}")
 
 
 def read_header(directory) -> Optional[Dict]:

@@ -15,6 +15,7 @@ import torch
 
 from conveyor.partition import ConveyorError
 from conveyor.partition.errors import one_line
+from conveyor.partition.links import own_folder
 from conveyor.partition.regular import check_regular
 
 from .files import write_atomically
@@ -35,7 +36,9 @@ def checkpoint_path(out_dir) -> Path:
 def save_checkpoint(out_dir, state: dict, name: str = CHECKPOINT) -> Path:
     buffer = io.BytesIO()  # serialised first, so a failing disk write raises a plain OSError
     torch.save(state, buffer)
-    return write_atomically(Path(out_dir) / name, buffer.getbuffer())
+    path = Path(out_dir) / name
+    own_folder(path.parent)  # checkpoints/ planted as a link would take both files elsewhere
+    return write_atomically(path, buffer.getbuffer())
 
 
 def load_checkpoint(out_dir, map_location="cpu", name: str = CHECKPOINT) -> dict | None:

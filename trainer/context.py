@@ -15,6 +15,7 @@ from conveyor.partition.device import resolve_device, use_device
 from conveyor.pipeline.seeds import epoch_seed_batches
 
 from .checkpoint import prepare_out_dir
+from .fingerprint import data_fingerprint
 from .metrics import RunRecorder
 
 
@@ -61,6 +62,9 @@ class LocalContext:
 
     def prepare_out_dir(self, settings):
         return prepare_out_dir(settings)
+
+    def data_fingerprint(self) -> dict:
+        return data_fingerprint(self.graph)
 
     def recorder(self, out_dir, config: dict, history):
         return RunRecorder(out_dir, config, history) if self.is_main else QuietRecorder(history)

@@ -31,7 +31,7 @@ import socket
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
@@ -50,6 +50,7 @@ from conveyor.pipeline.shutdown import stop_processes
 
 from .checkpoint import prepare_out_dir
 from .context import QuietRecorder
+from .fingerprint import data_fingerprint
 from .leftovers import RANK_NOTES_PREFIX
 from .metrics import RunRecorder, setup_logging
 from .run import train
@@ -110,7 +111,12 @@ class RankContext:
     graph: Graph  # this rank's partition, in local ids
     node_ids: Tensor  # global id of each local node
     num_batches: int  # training batches per epoch, the same on every rank
+    whole: dict = field(default_factory=dict)  # the partitioning's header: the whole graph's shapes and digest
     ddp: Optional[DistributedDataParallel] = None
+
+    def data_fingerprint(self) -> dict:
+        """The whole graph's, the same on every rank (trainer/fingerprint.py)."""
+        return data_fingerprint(self.graph, self.whole)
 
     @property
     def is_main(self) -> bool:
@@ -244,7 +250,7 @@ def rank_context(settings, rank: int, world_size: int, device: torch.device, par
     num_batches = num_batches_per_epoch(counts, settings.trainer.batch_size)
     log.info("rank %d/%d on %s: %r, %d training nodes, %d batches per epoch", rank, world_size,
              device, part.graph, counts[rank], num_batches)
-    return RankContext(rank, world_size, device, part.graph, part.node_ids, num_batches)
+    return RankContext(rank, world_size, device, part.graph, part.node_ids, num_batches, part.info)
 
 
 def run_rank(settings, rank: int, world_size: int, local_rank: int, local_world_size: int,

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from conveyor.partition import ConveyorError
+from conveyor.partition.links import refuse_link
 
 
 def write_atomically(path: Path, data: bytes) -> Path:
@@ -17,6 +19,8 @@ def write_atomically(path: Path, data: bytes) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     refuse_link(path)
     refuse_link(tmp)
+    refuse_special(path)
+    refuse_special(tmp)  # only a killed write's own leftover, a regular file, is replaced
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.unlink(missing_ok=True)  # a killed write's own leftover (a link was refused above)
@@ -37,11 +41,40 @@ def write_atomically(path: Path, data: bytes) -> Path:
     return path
 
 
-def refuse_link(path: Path) -> None:
-    """A ConveyorError when `path` is a symbolic link: writing through it would overwrite whatever
-    it points at (any file this user, or root, may write)."""
-    if os.path.islink(path):
-        raise ConveyorError(f"{path} is a symbolic link (to {os.readlink(path)}), where conveyor writes "
-                            f"a file of its own; it would overwrite the link's target. conveyor never "
-                            f"follows links it did not make: remove {path}, or choose another "
-                            f"run.out_dir.")
+def open_to_append(path: Path):
+    """`path` (run.log) opened to append text, created if missing: never through a symbolic link
+    (O_NOFOLLOW), and never a FIFO or device, where opening to write waits for a reader forever
+    (O_NONBLOCK, and a regular-file check before and after)."""
+    path = Path(path)
+    refuse_link(path)
+    refuse_special(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as error:
+        refuse_link(path)  # planted since the checks: O_NOFOLLOW refused it
+        refuse_special(path)
+        raise ConveyorError(f"cannot open {path} to write to it: {error.strerror or error} (errno "
+                            f"{error.errno}). Make the folder writable, or choose another "
+                            f"run.out_dir.") from error
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConveyorError(not_regular(path))
+    os.set_blocking(fd, True)
+    return open(fd, "a", encoding="utf-8")
+
+
+def refuse_special(path: Path) -> None:
+    """A ConveyorError when `path` exists and is not a regular file (a FIFO, device, socket or
+    folder) where conveyor writes one."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        raise ConveyorError(not_regular(path))
+
+
+def not_regular(path: Path) -> str:
+    return (f"{path} is not a regular file (a FIFO, a device, a socket or a folder), where conveyor "
+            f"writes a file of its own; remove it, or choose another run.out_dir.")

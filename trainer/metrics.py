@@ -10,7 +10,9 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
-from .files import write_atomically
+from conveyor.partition.links import own_folder
+
+from .files import open_to_append, write_atomically
 from .provenance import provenance
 
 log = logging.getLogger("conveyor")
@@ -22,7 +24,10 @@ class RunRecorder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.epochs = list(history or [])
-        self.writer = SummaryWriter(log_dir=str(self.out_dir / tb_subdir) if tb_subdir else str(self.out_dir))
+        # TensorBoard names its event files after the time, host and pid, which nobody can plant
+        # ahead; a folder of its own planted as a link would still take them elsewhere.
+        log_dir = own_folder(self.out_dir / tb_subdir) if tb_subdir else self.out_dir
+        self.writer = SummaryWriter(log_dir=str(log_dir))
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         self.writer.add_scalar(tag, value, step)
@@ -90,13 +95,49 @@ def setup_logging(out_dir) -> None:
     root = logging.getLogger("conveyor")
     root.setLevel(logging.DEBUG)
     root.disabled = False  # Hydra's logging config disables the loggers launch.py's check made
+    file = RunLogHandler(open_to_append(Path(out_dir) / "run.log"))  # first: a refused log changes nothing
     for handler in list(root.handlers):
         root.removeHandler(handler)
+        if isinstance(handler, RunLogHandler):  # an earlier run's log in this process (fit, compare)
+            handler.close()
     fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
-    console, file = TqdmHandler(), logging.FileHandler(Path(out_dir) / "run.log")
+    console = TqdmHandler()
     console.setLevel(logging.INFO)
     for handler in (console, file):
         handler.setFormatter(fmt)
         root.addHandler(handler)
     root.propagate = False
     root.disabled = False  # Hydra's logging config disables the loggers that existed before it
+
+
+class RunLogHandler(logging.StreamHandler):
+    """run.log, opened by files.open_to_append (never through a planted link), closed with it."""
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.stream.closed:
+                self.stream.close()
+        super().close()
+
+
+class HeldRecords(logging.Handler):
+    """The conveyor logger's records from before the run's log is open: the out_dir and
+    checkpoint checks come first, so that a refused run writes nothing, and their warnings (a
+    checkpoint that records no config or data fingerprint) are replayed into the log once it is
+    open, or to whatever handles them when the run stops first."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list = []
+        self.logger = logging.getLogger("conveyor")
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def replay(self) -> None:
+        self.logger.removeHandler(self)
+        for record in self.records:
+            self.logger.handle(record)
+        self.records = []
+

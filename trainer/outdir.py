@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 
 from conveyor.partition import ConveyorError
-
-from .files import refuse_link
+from conveyor.partition.links import refuse_link
 
 LOCK_FILE = ".conveyor.lock"
 _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's locks, kept open

@@ -25,15 +25,16 @@ from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, STREAM_SAMPLER, stream_seed
 from conveyor.samplers import SamplerSpec
 
-from .checkpoint import BEST, restore_weights, save_checkpoint
+from .checkpoint import BEST, checkpoint_path, restore_weights, save_checkpoint
 from .context import LocalContext
 from .evaluation import split_figures
+from .fingerprint import check_same_data
 from .gcn import training_degree
 from .layerwise import resolve_inference
 from .leftovers import sweep_leftovers
 from .loop import train_epoch
 from .loss import default_loss
-from .metrics import setup_logging
+from .metrics import HeldRecords, setup_logging
 from .models import build_model
 from .portable import portable_spec, with_weights
 from .precision import Precision, resolve_precision
@@ -77,6 +78,7 @@ class Run:
     eval_plan: Any = None  # layer-wise evaluation's batches: the pipeline's (async) or kept (trainer/plan.py)
     loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loss.py)
     portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
+    data: dict = field(default_factory=dict)  # the data's fingerprint, in every checkpoint (fingerprint.py)
 
     @property
     def seed(self) -> int:
@@ -142,17 +144,15 @@ def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     optimizer and its lr schedule, restore a checkpoint to resume from, and open the recorder and
     the batch source."""
     trainer = settings.trainer
-    out_dir, state = ctx.prepare_out_dir(settings)
-    if ctx.is_main:
-        setup_logging(out_dir)
-        sweep_leftovers()  # of runs killed before they could clean up
-        if state is None and settings.run.resume:
-            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    out_dir, state = open_out_dir(settings, ctx)
     precision = resolve_precision(trainer.precision, ctx.device)
     precision.apply()
     log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
     graph = ctx.graph  # a rank trains on its own partition
     log.info("%r", graph)
+    data = ctx.data_fingerprint()
+    if state is not None:
+        check_same_data(state.get("data"), data, checkpoint_path(out_dir))
     torch.manual_seed(settings.run.seed)
     if model is None:
         model = build_model(settings.model, graph.x.size(1), int(graph.num_classes), len(settings.sampler.fanouts))
@@ -172,7 +172,24 @@ def start_run(settings: Settings, ctx, model=None, make_optimizer=None) -> Run:
     recorder = ctx.recorder(out_dir, config, history)
     source = build_loader(settings, graph, ctx.device, recorder)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
-               recorder, source, precision, start_epoch, best)
+               recorder, source, precision, start_epoch, best, data=data)
+
+
+def open_out_dir(settings: Settings, ctx) -> tuple:
+    """Check run.out_dir and read the checkpoint to resume from, before any data is read; then
+    (rank 0) open the run's log, with the checks' warnings in it, and sweep what killed runs left."""
+    held = HeldRecords()
+    try:
+        out_dir, state = ctx.prepare_out_dir(settings)
+        if ctx.is_main:
+            setup_logging(out_dir)
+    finally:
+        held.replay()
+    if ctx.is_main:
+        sweep_leftovers()  # of runs killed before they could clean up
+        if state is None and settings.run.resume:
+            log.info("run.resume=true but %s has no checkpoint: starting from epoch 1", out_dir)
+    return out_dir, state
 
 
 def resume(state: dict, model, optimizer, scheduler, config: dict, out_dir) -> tuple[int, list, dict]:
@@ -274,7 +291,7 @@ def end_epoch(run: Run, record: dict) -> None:
     if not run.ctx.is_main:
         return
     model = {"epoch": record["epoch"], "model": run.model.state_dict(), "config": run.recorder.config,
-             "conveyor": provenance(), "module": with_weights(run.portable, run.model)}
+             "data": run.data, "conveyor": provenance(), "module": with_weights(run.portable, run.model)}
     if run.best["epoch"] == record["epoch"]:
         save_checkpoint(run.out_dir, {**model, "best": run.best}, BEST)
     scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
