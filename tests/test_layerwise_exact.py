@@ -12,6 +12,7 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 from conveyor.partition.datasets import load_configured
 from conveyor.trainer.adapter import PerHopGNN
+from conveyor.trainer.gat import GAT as OneHeadGAT
 from conveyor.trainer.layerwise import layerwise_logits
 from conveyor.trainer.models import build_model
 from conveyor.trainer.run import train
@@ -19,7 +20,7 @@ from conveyor.trainer.settings import ModelSettings
 from tests.configs import make_config
 from tests.test_layerwise import OwnLayerwise
 
-PYG = {"pyg_gcn": GCN, "pyg_sage": GraphSAGE, "pyg_gat": GAT, "pyg_gin": GIN}
+PYG = {"pyg_gcn": GCN, "pyg_sage": GraphSAGE, "pyg_gat": GAT, "pyg_gin": GIN, "one_head_gat": OneHeadGAT}
 GAT_TARGET = {"_target_": "torch_geometric.nn.GAT", "arguments": {"heads": 8}}  # conf/model/gat.yaml
 
 
@@ -50,7 +51,8 @@ def full_graph_forward(model, graph):
     return x
 
 
-@pytest.mark.parametrize("name", ["sage", "gcn", "gat", "mlp", "pyg_gcn", "pyg_sage", "pyg_gat", "pyg_gin", "own"])
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat", "mlp", "pyg_gcn", "pyg_sage", "pyg_gat", "pyg_gin", "one_head_gat",
+                                  "own"])
 def test_layerwise_gives_the_full_graph_logits(name, cora):
     model = make_model(name, cora)
     nodes = torch.cat([cora.val_idx, cora.test_idx])

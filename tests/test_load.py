@@ -83,14 +83,17 @@ def test_a_path_that_is_no_run_says_what_to_pass(tmp_path):
         conveyor.load(tmp_path / "nothing")
 
 
-def test_a_command_line_run_of_a_pyg_target_comes_back_as_pyg_s_model(data_root, cora, tmp_path):
+def test_a_command_line_run_of_a_target_comes_back_as_its_class(data_root, cora, tmp_path):
+    """cora's GAT default is conveyor.trainer.gat.GAT (PyG's, one output head): rebuilt as that."""
+    from conveyor.trainer.gat import GAT as OneHeadGAT
     from conveyor.trainer.run import train
     from tests.configs import make_config
     # five epochs: conf/data/planetoid/cora_gat.yaml trains at lr 0.005 with input dropout 0.6
     train(make_config("data=cora", "model=gat", f"data.root={data_root}", "trainer.epochs=5",
                       "sampler.fanouts=[5,5]", f"run.out_dir={tmp_path / 'gat'}"))
     model = conveyor.load(tmp_path / "gat")
-    assert type(model) is GAT and model.convs[0].heads == 8 and not model.training  # conf/model/gat.yaml
+    assert type(model) is OneHeadGAT and not model.training
+    assert (model.convs[0].heads, model.convs[-1].heads) == (8, 1)  # conf/model/gat.yaml, cora_gat.yaml
     best = torch.load(tmp_path / "gat" / "checkpoints" / "best.pt", weights_only=True)
     assert all(key.startswith("gnn.") for key in best["model"])  # the trainer's own keys: PerHopGNN's
     assert best["module"]["state"].keys() == model.state_dict().keys()  # PyG's, without the prefix

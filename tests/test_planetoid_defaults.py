@@ -26,13 +26,14 @@ def test_gcn_is_kipf_and_welling_s(data):
     assert s.sampler.fanouts == [-1, -1]
 
 
-@pytest.mark.parametrize("data, lr, weight_decay", [("cora", 0.005, 5e-4), ("citeseer", 0.005, 5e-4),
-                                                    ("pubmed", 0.01, 1e-3)])
-def test_gat_is_velickovic_et_al_s(data, lr, weight_decay):
+@pytest.mark.parametrize("data, lr, weight_decay, epochs, out_heads", [
+    ("cora", 0.005, 5e-4, 300, {"out_heads": 1}), ("citeseer", 0.005, 5e-4, 200, {}), ("pubmed", 0.01, 1e-3, 200, {})])
+def test_gat_is_velickovic_et_al_s(data, lr, weight_decay, epochs, out_heads):
     s = make_config(f"data={data}", "model=gat")
     assert (s.model.hidden, s.model.arguments, s.model.dropout, s.model.input_dropout) == (
-        64, {"heads": 8, "act": "elu"}, 0.6, 0.6)
-    assert (s.trainer.lr, s.trainer.weight_decay, s.trainer.epochs) == (lr, weight_decay, 200)
+        64, {"heads": 8, **out_heads, "act": "elu"}, 0.6, 0.6)
+    assert (s.trainer.lr, s.trainer.weight_decay, s.trainer.epochs) == (lr, weight_decay, epochs)
+    assert s.model._target_ == ("conveyor.trainer.gat.GAT" if out_heads else "torch_geometric.nn.GAT")
 
 
 def test_the_command_line_wins_and_other_pairs_are_untouched():
@@ -42,3 +43,19 @@ def test_the_command_line_wins_and_other_pairs_are_untouched():
     assert make_config("data=cora", "model=mlp").trainer.epochs == 50  # conf/data/cora.yaml's
     synthetic = make_config("model=gcn")
     assert synthetic.model.hidden == 256 and synthetic.model.gcn_degrees == "batch"
+
+
+def test_the_one_head_gat_is_pygs_but_its_output_layer():
+    """conveyor.trainer.gat.GAT: PyG's GAT (its parameters but the last layer's, by name and shape)
+    with one output head, its output width out_channels."""
+    import torch
+    from torch_geometric.nn import GAT as PyGGAT
+
+    from conveyor.trainer.gat import GAT
+    ours, pygs = GAT(20, 64, 2, 7, heads=8, dropout=0.6), PyGGAT(20, 64, 2, 7, heads=8, dropout=0.6)
+    shapes = lambda m: {k: tuple(v.shape) for k, v in m.state_dict().items()}  # noqa: E731
+    assert {k: v for k, v in shapes(ours).items() if k.startswith("convs.0")} == \
+        {k: v for k, v in shapes(pygs).items() if k.startswith("convs.0")}
+    assert (ours.convs[-1].heads, ours.convs[-1].concat, pygs.convs[-1].heads) == (1, False, 8)
+    assert ours.convs[-1].dropout == 0.6 and shapes(ours)["convs.1.lin.weight"] == (7, 64)
+    assert ours(torch.randn(5, 20), torch.tensor([[0, 1], [1, 2]])).shape == (5, 7)

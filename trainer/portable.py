@@ -36,13 +36,23 @@ def portable_spec(model: nn.Module) -> dict:
     init = None
     if isinstance(module, BasicGNN):
         init = basic_gnn_args(module)
-        library = "torch_geometric" if init is not None and rebuilds(module, init) else None
+        library = basic_gnn_library(module) if init is not None and rebuilds(module, init) else None
         init = init if library else None
     elif type(module).__name__ == "SampledGNN" and hasattr(module, "init_args"):
         library, init = "conveyor", dict(module.init_args)
     else:
         library = None
     return {"library": library, "class": type(module).__name__, "init": init}
+
+
+def basic_gnn_library(gnn: BasicGNN) -> Optional[str]:
+    """Where `load` finds the class by name: PyG's own, or conveyor's GAT (trainer/gat.py); any
+    other subclass (a user's, whatever its name) is not rebuilt."""
+    import torch_geometric.nn as pyg
+
+    from .gat import GAT
+    cls = type(gnn)
+    return "torch_geometric" if getattr(pyg, cls.__name__, None) is cls else "conveyor" if cls is GAT else None
 
 
 def with_weights(spec: dict, model: nn.Module) -> dict:
@@ -60,6 +70,9 @@ def basic_gnn_args(gnn: BasicGNN) -> Optional[dict]:
             "num_layers": gnn.num_layers, "out_channels": gnn.out_channels if has_out else None,
             "dropout": gnn.dropout.p, "act": act, "act_first": gnn.act_first, "norm": gnn.norm,
             "jk": gnn.jk_mode}
+    for name in inspect.signature(type(gnn).__init__).parameters:  # a subclass's own (conveyor's GAT: out_heads)
+        if name not in inspect.signature(BasicGNN.__init__).parameters and isinstance(getattr(gnn, name, None), PLAIN):
+            args[name] = getattr(gnn, name)
     conv = gnn.convs[0]
     own = set(inspect.signature(BasicGNN.__init__).parameters) | SKIPPED
     for name in inspect.signature(type(conv).__init__).parameters:
@@ -105,6 +118,8 @@ def rebuild(record: dict) -> Optional[nn.Module]:
             return None
     elif record["library"] == "conveyor" and record["class"] == "SampledGNN":
         from .models import SampledGNN as cls
+    elif record["library"] == "conveyor" and record["class"] == "GAT":
+        from .gat import GAT as cls
     else:
         return None
     module = cls(**record["init"])
