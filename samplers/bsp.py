@@ -11,6 +11,8 @@ neighbours against a large graph are sorted (`torch.unique`, O(E log E)); many a
 dense bitmap over the node ids, read back in order (`nonzero`: O(num_nodes), but no sort and no
 masked select). `BITMAP_FROM` is where the bitmap starts to win. Gathers are `index_select`
 (several times faster than `tensor[index]` on CPU), and each hop's edges are written in place.
+Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
+(kept int32 for it) and by op counts (Floyd's steps share one scaling of every draw).
 """
 from __future__ import annotations
 
