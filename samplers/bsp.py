@@ -12,7 +12,7 @@ dense bitmap over the node ids, read back in order (`nonzero`: O(num_nodes), but
 masked select). `BITMAP_FROM` is where the bitmap starts to win. Gathers are `index_select`
 (several times faster than `tensor[index]` on CPU), and each hop's edges are written in place.
 Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
-(kept int32 for it) and by op counts (Floyd's steps share one scaling of every draw).
+(kept int32 for it).
 """
 from __future__ import annotations
 
@@ -39,27 +39,23 @@ def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, o
     torch.index_select(few, 0, rep, out=owner)
 
 
-def floyd_draws(m: int, fanout: int, generator: torch.Generator, device) -> Tensor:
-    """[fanout, m] float64 uniforms: the reference's `fanout` draws of m, in order. On CPU one call
-    of fanout * m gives the same numbers (mt19937, drawn serially); CUDA's Philox offsets depend on
-    the call, so there each step keeps its own call."""
-    if device.type == "cpu":
-        return torch.rand(fanout, m, generator=generator, device=device, dtype=torch.float64)
-    return torch.stack([torch.rand(m, generator=generator, device=device, dtype=torch.float64)
-                        for _ in range(fanout)])
-
-
 def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
     step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
-    step, scaled to [0, j] and clamped, a collision taking j itself. Every step's draw is scaled at
-    once; only the collision check runs step by step (3 ops a step, which small batches pay for)."""
-    steps = torch.arange(fanout, device=deg.device)[:, None]
-    j = (deg - fanout) + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
-    picks = floyd_draws(deg.numel(), fanout, generator, deg.device).mul_(j + 1).long()
-    torch.minimum(picks, j, out=picks)
-    for i in range(1, fanout):
-        torch.where((picks[:i] == picks[i]).any(0), j[i], picks[i], out=picks[i])
+    step, scaled to [0, j] and clamped, a collision taking j itself."""
+    m = deg.numel()
+    picks = torch.empty(fanout, m, dtype=torch.long, device=deg.device)
+    j = deg - fanout  # step i draws uniformly from [0, j], j = deg - fanout + i
+    span = (j + 1).double()
+    for i in range(fanout):
+        t = torch.rand(m, generator=generator, device=deg.device, dtype=torch.float64).mul_(span).long()
+        torch.minimum(t, j, out=t)
+        if i:
+            torch.where((picks[:i] == t).any(0), j, t, out=picks[i])
+        else:
+            picks[0] = t
+        j.add_(1)
+        span.add_(1)
     return picks
 
 
