@@ -11,6 +11,8 @@ neighbours against a large graph are sorted (`torch.unique`, O(E log E)); many a
 dense bitmap over the node ids, read back in order (`nonzero`: O(num_nodes), but no sort and no
 masked select). `BITMAP_FROM` is where the bitmap starts to win. Gathers are `index_select`
 (several times faster than `tensor[index]` on CPU), and each hop's edges are written in place.
+Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
+(kept int32 for it).
 """
 from __future__ import annotations
 
@@ -92,7 +94,9 @@ class BSPSampler:
         self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
         self.indptr = graph.indptr.to(self.device)
         self.indices = graph.indices.to(self.device)
-        self.local = torch.full((self.num_nodes,), -1, dtype=torch.long, device=self.device)
+        # int32 (node ids fit: graph.indices is int32): half the bytes of the random reads and
+        # writes into this num_nodes-long map, the main cost of small batches on a large graph.
+        self.local = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
         self.marked = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
         self.generator = torch.Generator(device=self.device)
         self.manual_seed(seed)
@@ -113,7 +117,7 @@ class BSPSampler:
     def sample(self, seeds) -> SampledBatch:
         seeds = check_seeds(seeds, self.num_nodes).to(self.device)
         n_id, count = seeds, seeds.numel()
-        self.local.index_copy_(0, seeds, torch.arange(count, device=self.device))
+        self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
         counts, edges = [count], []
         for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
@@ -124,11 +128,12 @@ class BSPSampler:
                 hop[1] += first
             nbrs = self.indices.index_select(0, pos)
             new = self.new_nodes(nbrs, n_id)
-            self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), device=self.device))
+            self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
+                                                        device=self.device))
             count += new.numel()
             n_id = torch.cat([n_id, new])
             counts.append(count)
-            torch.index_select(self.local, 0, nbrs, out=hop[0])
+            hop[0].copy_(self.local.index_select(0, nbrs))
             edges.append(hop)
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges)
