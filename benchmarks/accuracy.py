@@ -53,8 +53,11 @@ def run_one(system: str, data: str, model: str, seed: int, tmp: Path) -> dict:
         final = train(settings).final
     else:
         final = train_reference(settings, load_configured(settings.data), out, torch.device("cpu"))["final"]
-    return {"seed": seed, "test_acc_at_best_val": final["test_acc_at_best_val"], "best_epoch": final["best_epoch"],
-            "test_acc_last": final["test_acc"], "wall_s": time.perf_counter() - start}
+    record = {"seed": seed, "test_acc_at_best_val": final["test_acc_at_best_val"], "best_epoch": final["best_epoch"],
+              "test_acc_last": final["test_acc"], "wall_s": time.perf_counter() - start}
+    if system == "conveyor":  # the trainer's dropout (PyG's reference runs PyG's own F.dropout)
+        record["fast_dropout"] = settings.model.fast_dropout
+    return record
 
 
 def pairs(datasets: list, models: list) -> list:
@@ -81,17 +84,24 @@ def summary(runs: list) -> dict | None:
             "seeds": len(accs)}
 
 
-def cell(s: dict | None) -> str:
-    return "-" if s is None else f"{s['mean']:.1f} ± {s['std']:.1f} ({s['seeds']})"
+def cell(s: dict | None, mark: str = "") -> str:
+    return "-" if s is None else f"{s['mean']:.1f} ± {s['std']:.1f} ({s['seeds']}){mark}"
+
+
+def before_fast_dropout(runs: list) -> str:
+    """"†" when a run predates `model.fast_dropout` (the JSON then did not record it): F.dropout."""
+    return "†" if any("fast_dropout" not in r for r in runs) else ""
 
 
 def planetoid_row(report: dict, data: str, model: str) -> str:
-    ours, pyg = (summary(report["runs"].get(key(s, data, model), [])) for s in ("conveyor", "pyg"))
+    mine = report["runs"].get(key("conveyor", data, model), [])
+    ours, pyg = summary(mine), summary(report["runs"].get(key("pyg", data, model), []))
     published = PUBLISHED[model][data]
     verdict = "-" if ours is None else (
         "yes" if ours["mean"] >= published - TOLERANCE[model] else "no")
     gap = "-" if ours is None or pyg is None else f"{ours['mean'] - pyg['mean']:+.1f}"
-    return (f"| {data} | {model} | {cell(ours)} | {published:.1f} | {verdict} (±{TOLERANCE[model]:g}) | "
+    return (f"| {data} | {model} | {cell(ours, before_fast_dropout(mine))} | {published:.1f} | "
+            f"{verdict} (±{TOLERANCE[model]:g}) | "
             f"{cell(pyg)} | {gap} |")
 
 
@@ -106,9 +116,12 @@ def markdown(report: dict) -> str:
     if any(s for _, s in synthetic):
         lines += ["", "The synthetic graph (the default run, `python launch.py`, and the same with `model=mlp`):",
                   "", "| model | conveyor test acc at best val (seeds) |", "|---|---|"]
-        lines += [f"| {m} | {cell(s)} |" for m, s in synthetic]
+        lines += [f"| {m} | {cell(s, before_fast_dropout(report['runs'].get(key('conveyor', 'synthetic', m), [])))} |"
+                  for m, s in synthetic]
     if any(len(runs) < 10 for runs in report["runs"].values()):
         lines += ["", FEWER_SEEDS]
+    if any(before_fast_dropout(runs) for name, runs in report["runs"].items() if name.startswith("conveyor/")):
+        lines += ["", BEFORE_FAST_DROPOUT]
     return "\n".join(lines) + "\n"
 
 
@@ -125,6 +138,13 @@ from Kipf and Welling (2017), GAT from Velickovic et al. (2018); GraphSAGE is he
 seeds. How it ran: {machine}, CPU, {threads} torch thread(s) per run, one run at a time under
 `nice`, load average {load} when the table was last written (other jobs share the 2 cores), torch
 {torch}."""
+BEFORE_FAST_DROPOUT = (
+    "**†** Measured before `model.fast_dropout=true` became the default, with `F.dropout` (the runs in "
+    "the JSON do not record the option). The faster dropout draws from the same distribution; "
+    "[`benchmarks/results/dropout_accuracy_cpu.md`](../benchmarks/results/dropout_accuracy_cpu.md) "
+    "measured its effect on test accuracy over 10 seeds: -0.34 ± 0.22 (sage, cora), -0.37 ± 0.68 "
+    "(gat, cora), -0.26 ± 0.52 (gcn, pubmed). Remove a row's runs from the JSON and run the script "
+    "again to measure it with the current defaults.")
 FEWER_SEEDS = ("**Fewer seeds than 10** where the brackets say so: this shared 2-core machine's time ran out. "
                "`python benchmarks/accuracy.py --seeds 10` adds the missing ones (it skips the runs the JSON holds).")
 
@@ -148,7 +168,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)  # on 2 shared cores, 2 threads make every step 10-50x slower
     report = load(args.out)
     wanted = [list(p) for p in pairs(args.datasets, args.models)]  # lists, as JSON gives them back
-    report["pairs"] = [p for p in report.get("pairs", []) if p not in wanted] + wanted
+    report["pairs"] = report.get("pairs", []) + [p for p in wanted if p not in report.get("pairs", [])]
     report["setup"] = setup(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         for data, model in pairs(args.datasets, args.models):

@@ -51,8 +51,8 @@ def full_graph_forward(model, graph):
     return x
 
 
-@pytest.mark.parametrize("name", ["sage", "gcn", "gat", "mlp", "pyg_gcn", "pyg_sage", "pyg_gat", "pyg_gin", "one_head_gat",
-                                  "own"])
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat", "mlp", "pyg_gcn", "pyg_sage", "pyg_gat", "pyg_gin",
+                                  "one_head_gat", "own"])
 def test_layerwise_gives_the_full_graph_logits(name, cora):
     model = make_model(name, cora)
     nodes = torch.cat([cora.val_idx, cora.test_idx])

@@ -4,6 +4,7 @@ for other pairs, and each file names a real pair."""
 import pytest
 
 from conveyor.compose import CONF
+from conveyor.trainer.models import build_model
 from conveyor.usage import option_files
 from tests.configs import make_config
 
@@ -33,7 +34,10 @@ def test_gat_is_velickovic_et_al_s(data, lr, weight_decay, epochs, out_heads):
     assert (s.model.hidden, s.model.arguments, s.model.dropout, s.model.input_dropout) == (
         64, {"heads": 8, **out_heads, "act": "elu"}, 0.6, 0.6)
     assert (s.trainer.lr, s.trainer.weight_decay, s.trainer.epochs) == (lr, weight_decay, epochs)
-    assert s.model._target_ == ("conveyor.trainer.gat.GAT" if out_heads else "torch_geometric.nn.GAT")
+    assert s.model._target_ == "torch_geometric.nn.GAT"
+    built = build_model(s.model, 100, 7, 2).gnn
+    assert type(built).__module__ == ("conveyor.trainer.gat" if out_heads else "torch_geometric.nn.models.basic_gnn")
+    assert built.convs[-1].heads == (1 if out_heads else 8)  # out_heads builds trainer/gat.py's GAT
 
 
 def test_the_command_line_wins_and_other_pairs_are_untouched():

@@ -178,6 +178,8 @@ def instantiate_target(model, in_dim: int, out_dim: int, num_layers: int):
 
     keys = model.to_dict()
     kwargs = {k: v for k, v in keys.items() if k not in CONVEYOR_KEYS}
+    if "out_heads" in kwargs and kwargs["_target_"] == "torch_geometric.nn.GAT":
+        kwargs["_target_"] = "conveyor.trainer.gat.GAT"  # PyG's GAT with its own output heads (trainer/gat.py)
     if "hidden" in keys:
         kwargs.setdefault("hidden_channels", keys["hidden"])
     try:
