@@ -41,9 +41,6 @@ class PhaseSamplers:
         self.run_sampler = built(sampler, graph, device)
         self.graph, self.device, self.every = graph, device, None
 
-    def __getattr__(self, name):  # the run's sampler's own attributes (name, ...) read through
-        return getattr(self.__dict__["run_sampler"], name)
-
     def for_phase(self, phase: str):
         if not phase.startswith("layerwise"):
             return self.run_sampler
