@@ -1,13 +1,13 @@
 """Accuracy with each (dataset, model)'s defaults against the published figures and PyG's reference.
 
-    python benchmarks/accuracy.py [--datasets cora citeseer pubmed synthetic] [--models gcn gat sage]
+    python -m benchmarks.accuracy [--datasets cora citeseer pubmed synthetic] [--models gcn gat sage]
                                   [--seeds 10] [--systems conveyor pyg] [--out PATH] [--doc PATH]
 
 Per dataset and model, `--seeds` runs (run.seed 0, 1, ...) with the defaults `python launch.py
 data=D model=M` takes (conf/data/planetoid/D_M.yaml where it exists), each scored by its
-test accuracy at the best validation epoch (layer-wise, exact: trainer/layerwise.py); beside it the
+test accuracy at the best validation epoch (layer-wise, exact: trainer/loop/layerwise.py); beside it the
 published full-batch figure (Kipf and Welling 2017 for GCN, and GraphSAGE is held to it;
-Velickovic et al. 2018 for GAT) and PyG's reference (`mode=compare`'s, trainer/reference.py) under
+Velickovic et al. 2018 for GAT) and PyG's reference (`mode=compare`'s, compare/reference.py) under
 the same settings and seeds. On the synthetic graph: SAGE (the default run) beside an MLP, which
 ignores the graph. Every finished run is saved at once into the JSON, and the markdown rewritten,
 so the script can be stopped and started again: it skips the runs the JSON holds.
@@ -19,19 +19,16 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from conveyor.config import load_settings  # noqa: E402
-from conveyor.partition.datasets import load_configured  # noqa: E402
-from conveyor.trainer.reference import train_reference  # noqa: E402
-from conveyor.trainer.run import train  # noqa: E402
+from conveyor.compare.reference import train_reference
+from conveyor.config import load_settings
+from conveyor.partition.datasets import load_configured
+from conveyor.trainer.run import train
 
 REPO = Path(__file__).resolve().parent.parent
 # Test accuracy (%) as published, full-batch: GCN (Kipf and Welling 2017, table 2), GAT (Velickovic
@@ -52,7 +49,8 @@ def run_one(system: str, data: str, model: str, seed: int, tmp: Path) -> dict:
     if system == "conveyor":
         final = train(settings).final
     else:
-        final = train_reference(settings, load_configured(settings.data), out, torch.device("cpu"))["final"]
+        graph = load_configured(settings.data)
+        final = train_reference(settings, settings.compare, graph, out, torch.device("cpu"))["final"]
     record = {"seed": seed, "test_acc_at_best_val": final["test_acc_at_best_val"], "best_epoch": final["best_epoch"],
               "test_acc_last": final["test_acc"], "wall_s": time.perf_counter() - start}
     if system == "conveyor":  # the trainer's dropout (PyG's reference runs PyG's own F.dropout)
@@ -133,7 +131,7 @@ defaults of `python launch.py data=D model=M` (conf/data/planetoid/D_M.yaml wher
 Cora keeps conf/data/cora.yaml's: hidden 64, fanouts [10, 10], 50 epochs), evaluated layer-wise
 over every neighbour (exact: the full-graph forward's logits). Published: full-batch figures, GCN
 from Kipf and Welling (2017), GAT from Velickovic et al. (2018); GraphSAGE is held to GCN's within
-2 points. PyG reference: `mode=compare`'s (trainer/reference.py: PyG's stock model, its
+2 points. PyG reference: `mode=compare`'s (compare/reference.py: PyG's stock model, its
 `NeighborLoader` sampling with {pyg_sampling}, in the training process) with the same settings and
 seeds. How it ran: {machine}, CPU, {threads} torch thread(s) per run, one run at a time under
 `nice`, load average {load} when the table was last written (other jobs share the 2 cores), torch
@@ -146,7 +144,7 @@ BEFORE_FAST_DROPOUT = (
     "(gat, cora), -0.26 ± 0.52 (gcn, pubmed). Remove a row's runs from the JSON and run the script "
     "again to measure it with the current defaults.")
 FEWER_SEEDS = ("**Fewer seeds than 10** where the brackets say so: this shared 2-core machine's time ran out. "
-               "`python benchmarks/accuracy.py --seeds 10` adds the missing ones (it skips the runs the JSON holds).")
+               "`python -m benchmarks.accuracy --seeds 10` adds the missing ones (it skips the runs the JSON holds).")
 
 
 def setup(out: Path) -> dict:

@@ -2,7 +2,7 @@
 `forward(x, edge_index)` on each batch's merged subgraph (EdgeIndexGNN, how PyG's
 NeighborLoader feeds a model without `trim_to_layer`): training time per epoch and accuracy.
 
-    python benchmarks/adapters.py [--data NAME ...] [--epochs N] [--out PATH]
+    python -m benchmarks.adapters [--data NAME ...] [--epochs N] [--out PATH]
 
 Per dataset, the same GraphSAGE (hidden 64, one layer per fanout, the same initial weights) is
 trained twice through `conveyor.fit`, pipeline=serial, the same seed and so the same batches;
@@ -17,17 +17,14 @@ import copy
 import json
 import os
 import platform
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import conveyor  # noqa: E402
-from conveyor.partition.datasets import load_dataset  # noqa: E402
+import conveyor
+from conveyor.partition.datasets import load_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = {"cora": ([10, 10], {}), "pubmed": ([10, 10], {}),

@@ -12,10 +12,10 @@ trace: the best any static cache can do on it (PaGraph's "optimal").
 On CPU the "device" is host memory, so a cache can only add work there and the timings mostly
 measure the allocator and the machine's load; the with/without comparison is meant for CUDA.
 
-    python benchmarks/cache.py --scale 0.1                       # CPU, a few minutes
-    python benchmarks/cache.py --scale 1.0 --batches 40 --threads 1
-    python benchmarks/cache.py --scale 1.0 --device cuda         # + auto capacity on the GPU
-    python benchmarks/cache.py --scale 1.0 --device cuda --simulate-peak 77GiB   # H100: a partial cache
+    python -m benchmarks.cache --scale 0.1                       # CPU, a few minutes
+    python -m benchmarks.cache --scale 1.0 --batches 40 --threads 1
+    python -m benchmarks.cache --scale 1.0 --device cuda         # + auto capacity on the GPU
+    python -m benchmarks.cache --scale 1.0 --device cuda --simulate-peak 77GiB   # H100: a partial cache
 
 Prints tables, writes JSON (default benchmarks/results/cache_<device>_s<scale>.json; rewritten
 after each policy, "complete": false until the end, so a run cut off keeps what it measured) and a
@@ -27,16 +27,13 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from conveyor.cache import build_cache  # noqa: E402
-from conveyor.samplers import build_sampler  # noqa: E402
+from conveyor.cache import build_cache
+from conveyor.samplers import build_sampler
 
 POLICIES = ("degree", "random", "optimal")
 BAR = 0.9  # degree at 20% must reach 90% of optimal's hit ratio

@@ -1,7 +1,7 @@
-"""The trainer's dropout (trainer/dropout.py: masks from 16-bit slices of random words) against
+"""The trainer's dropout (trainer/models/dropout.py: masks from 16-bit slices of random words) against
 `F.dropout` (model.fast_dropout=false): the whole CPU training step, and dropout alone.
 
-    python benchmarks/dropout.py --data-root data --scale 0.05 --threads 2
+    python -m benchmarks.dropout --data-root data --scale 0.05 --threads 2
 
 One batch of the synthetic products-shaped graph (`[15, 10, 5]`, --batch-size seeds, bsp), the
 built-in GraphSAGE (hidden 256, dropout 0.5, as the trainer's defaults) twice with the same
@@ -26,12 +26,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from conveyor.partition.datasets import load_dataset  # noqa: E402
-from conveyor.samplers import build_sampler  # noqa: E402
-from conveyor.trainer.dropout import dropout  # noqa: E402
-from conveyor.trainer.models import SampledGNN  # noqa: E402
+from conveyor.partition.datasets import load_dataset
+from conveyor.samplers import build_sampler
+from conveyor.trainer.models.dropout import dropout
+from conveyor.trainer.models.sampled import SampledGNN
 
 
 def parse_args(argv=None):

@@ -1,8 +1,8 @@
-"""Test accuracy with the trainer's dropout (trainer/dropout.py, model.fast_dropout=true) against
+"""Test accuracy with the trainer's dropout (trainer/models/dropout.py, model.fast_dropout=true) against
 F.dropout's (model.fast_dropout=false), over several seeds: the two draw different masks, so one
 seed's accuracies differ as two seeds' do, and only means over seeds say whether accuracy moved.
 
-    python benchmarks/dropout_accuracy.py --data-root data --seeds 8
+    python -m benchmarks.dropout_accuracy --data-root data --seeds 8
 
 Each case is a run of the tests' accuracy checks (tests/test_training.py: sage on cora, gcn on
 pubmed, sage on synthetic at scale 0.01; and model=gat on cora), at seeds 0..N-1, both ways, the
@@ -21,11 +21,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.dropout import write_report  # noqa: E402
-from conveyor.config import load_settings  # noqa: E402
-from conveyor.trainer.run import train  # noqa: E402
+from benchmarks.dropout import write_report
+from conveyor.config import load_settings
+from conveyor.trainer.run import train
 
 CASES = {"sage on cora": ["data=cora", "model=sage"],
          "gat on cora": ["data=cora", "model=gat"],

@@ -1,7 +1,7 @@
 """Layer-wise against sampled evaluation (trainer.inference): test accuracy and evaluation time.
 
-    python benchmarks/evaluation.py [OVERRIDE ...] [--data NAME[:OVERRIDE,...] ...] [--out PATH]
-    e.g. python benchmarks/evaluation.py run.device=cpu --data cora pubmed synthetic:data.scale=0.02
+    python -m benchmarks.evaluation [OVERRIDE ...] [--data NAME[:OVERRIDE,...] ...] [--out PATH]
+    e.g. python -m benchmarks.evaluation run.device=cpu --data cora pubmed synthetic:data.scale=0.02
 
 Per dataset, the same run twice, once per `trainer.inference`: evaluation draws from its own random
 stream, so both train the same model (checked: the same loss every epoch) and differ only in how
@@ -14,16 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from conveyor.config import load_settings  # noqa: E402
-from conveyor.trainer.run import train  # noqa: E402
+from conveyor.config import load_settings
+from conveyor.trainer.run import train
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = ("sampled", "layerwise")  # baseline first

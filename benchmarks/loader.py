@@ -13,7 +13,7 @@ reference sets them, `trainer.reference.pyg_workers("auto")`, persistent workers
 Each loader runs in its own subprocess (one at a time), with the same torch threads; the table
 says how it ran (cores, threads, load average, PyG's sampling backend, workers).
 
-    python benchmarks/loader.py --scale 0.05 --fanouts 15,10,5 --batch-size 1024
+    python -m benchmarks.loader --scale 0.05 --fanouts 15,10,5 --batch-size 1024
 
 Prints a table, writes it and the JSON (default benchmarks/results/loader_<device>_s<scale>.md/.json).
 """
@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 LOADERS = ("conveyor", "pyg")
 
@@ -60,13 +59,13 @@ def make_loader(args, name: str, graph):
     if name == "conveyor":
         from conveyor import NeighborLoader
         loader = NeighborLoader(graph, **common, pipeline=args.pipeline, device=args.device, seed=args.seed)
-        settings = loader.parts["settings"]
+        settings = loader.parts.settings
         return loader, {"pipeline": settings.name, "depth": settings.depth, "sampler": "bsp", "cache": "degree",
                         "stage_threads": settings.stage_threads if settings.name == "async" else None}
     import torch_geometric.typing as pyg_typing
     from torch_geometric.loader import NeighborLoader
 
-    from conveyor.trainer.reference import pyg_workers
+    from conveyor.compare.reference import pyg_workers
     workers = pyg_workers("auto")
     loader = NeighborLoader(graph.to_data(), **common, num_workers=workers, persistent_workers=workers > 0)
     return loader, {"workers": workers, "persistent_workers": workers > 0,
@@ -164,7 +163,7 @@ def table(results: dict, args) -> str:
         f"**{r['train_epoch_ratio']:.2f}x**",
         f"- machine: {os.cpu_count()} cores, torch threads {ours['torch_threads']}, load average (1 min) before "
         f"{ours['load_before'][0]:.2f} / {theirs['load_before'][0]:.2f} (conveyor / PyG) {platform.machine()}",
-        f"- command: python benchmarks/loader.py --scale {args.scale} --fanouts {args.fanouts} "
+        f"- command: python -m benchmarks.loader --scale {args.scale} --fanouts {args.fanouts} "
         f"--batch-size {args.batch_size} --device {args.device} --pipeline {args.pipeline}"
         + (f" --threads {args.threads}" if args.threads else "")])
 

@@ -14,8 +14,8 @@ time and replication is `random`, run beside each method. Ratios are method / ba
 Each run is a child process with a time limit (--limit), so a METIS run that is too slow or too
 large is stopped; it is then retried at --metis-fallback-scale and the table says so.
 
-    python benchmarks/partition.py                       # scale 1.0 (products-sized), K = 2, 4, 8
-    python benchmarks/partition.py --scale 0.1 --parts 2,4 --methods pagraph,random
+    python -m benchmarks.partition                       # scale 1.0 (products-sized), K = 2, 4, 8
+    python -m benchmarks.partition --scale 0.1 --parts 2,4 --methods pagraph,random
 
 Prints a table and writes JSON (default benchmarks/results/partition_s<scale>_L<hops>.json).
 """
@@ -26,13 +26,10 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
+import torch
 
 METHODS = ("pagraph", "random", "metis")
 

@@ -18,8 +18,8 @@ products-shaped graph, beside each stage's time when it runs alone.
 
 Every mode runs in its own subprocess, so CUDA contexts, MPS and memory figures do not mix.
 
-    python benchmarks/pipeline.py --scale 0.02 --device cpu --epochs 3
-    python benchmarks/pipeline.py --scale 1.0 --device cuda --epochs 3
+    python -m benchmarks.pipeline --scale 0.02 --device cpu --epochs 3
+    python -m benchmarks.pipeline --scale 1.0 --device cuda --epochs 3
 
 Prints a table, writes it and the JSON (default benchmarks/results/pipeline_<device>_s<scale>.md
 and .json).
@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def parse_args(argv=None):
@@ -152,7 +151,7 @@ def setup(args, mode):
     import torch
 
     from conveyor.partition.datasets import load_configured
-    from conveyor.trainer.models import build_model
+    from conveyor.trainer.models.sampled import build_model
     cfg = compose(overrides(args, mode))
     graph = load_configured(cfg.data)
     device = torch.device(args.device)
@@ -173,7 +172,7 @@ def run_mode(args, mode: str) -> dict:
     import torch
 
     from conveyor.pipeline.batch import synchronize
-    from conveyor.trainer.loop import train_epoch
+    from conveyor.trainer.loop.epoch import train_epoch
     from conveyor.trainer.run import build_batch_source
     monitor = Monitor(args.device)
     cfg, graph, device, model, optimizer = setup(args, mode)
@@ -264,7 +263,7 @@ def run_stages(args) -> dict:
     from conveyor.cache import CacheSpec
     from conveyor.pipeline.batch import BatchCost, PreparedBatch, device_labels, seed_labels, synchronize
     from conveyor.samplers import SamplerSpec
-    from conveyor.trainer.loop import train_epoch
+    from conveyor.trainer.loop.epoch import train_epoch
     cfg, graph, device, model, optimizer = setup(args, "stages")
     stage_threads = compose(overrides(args, "async")).pipeline.stage_threads
     sampler = SamplerSpec.of(cfg.sampler, args.seed, device).build(graph, device)

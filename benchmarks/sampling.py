@@ -5,7 +5,7 @@ benchmarks/bsp_previous.py: the same batches bit for bit), `dgl` (DGL's stock
 NeighborSampler: without pyg-lib its torch_sparse path, one-element `randint` calls per node),
 on the synthetic products-shaped graph.
 
-    python benchmarks/sampling.py --samplers bsp,bsp-previous,dgl --threads 1,2 \
+    python -m benchmarks.sampling --samplers bsp,bsp-previous,dgl --threads 1,2 \
         --scale 0.05 --fanouts 15,10,5 --batch-sizes 256,1024,4096    # bsp against its previous release
 
 For fanouts [15,10,5] and [10,10,10] and batch sizes 1024 and 4096 (or --fanouts and
@@ -18,8 +18,8 @@ thread count and the 1-minute load average when it started (os.getloadavg), as t
 be shared. The samplers of one configuration run one after another, so each ratio is measured in
 one stretch of time.
 
-    python benchmarks/sampling.py --device cuda                   # scale 1.0 (products' size)
-    python benchmarks/sampling.py                                 # CPU: a small graph
+    python -m benchmarks.sampling --device cuda                   # scale 1.0 (products' size)
+    python -m benchmarks.sampling                                 # CPU: a small graph
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
@@ -45,11 +45,9 @@ from types import SimpleNamespace
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.bsp_previous import PreviousBSPSampler  # noqa: E402
-from conveyor.partition import ConveyorError  # noqa: E402
-from conveyor.samplers import build_sampler  # noqa: E402
+from benchmarks.bsp_previous import PreviousBSPSampler
+from conveyor.core import ConveyorError
+from conveyor.samplers import build_sampler
 
 FANOUTS = ([15, 10, 5], [10, 10, 10])
 BATCH_SIZES = (1024, 4096)

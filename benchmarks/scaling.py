@@ -1,7 +1,7 @@
 """Data-parallel scaling: epoch time and throughput on K = 1, 2 (, 4) ranks, and the efficiency.
 
-    python benchmarks/scaling.py [--ranks 1 2 4] [--repeat R] [--threads T] [--out PATH] [OVERRIDE ...]
-    e.g. python benchmarks/scaling.py data=synthetic data.scale=0.02 trainer.epochs=3 run.device=cpu
+    python -m benchmarks.scaling [--ranks 1 2 4] [--repeat R] [--threads T] [--out PATH] [OVERRIDE ...]
+    e.g. python -m benchmarks.scaling data=synthetic data.scale=0.02 trainer.epochs=3 run.device=cpu
 
 K = 1 is the baseline: the ordinary single-process trainer on the whole graph. K > 1 trains the
 same model with DDP, each rank on its own PaGraph partition (made before timing starts, then
@@ -25,12 +25,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from conveyor.config import load_settings  # noqa: E402
-from conveyor.partition.device import resolve_device  # noqa: E402
-from conveyor.trainer.distributed import make_partitions_for, train_distributed  # noqa: E402
-from conveyor.trainer.run import train  # noqa: E402
+from conveyor.config import load_settings
+from conveyor.core.device import resolve_device
+from conveyor.trainer.distributed.ranks import make_partitions_for, train_distributed
+from conveyor.trainer.run import train
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULTS = ("data=synthetic", "trainer.epochs=3", "trainer.progress=false", "trainer.eval_every=1000")

@@ -9,27 +9,22 @@ over conveyor's pipeline, for a training loop of your own.
 `fit`, `load`, `predict`, `TrainResult` and `NeighborLoader` load the trainer or PyG when first
 used, so the command's `--help` and its config checks do not wait for them.
 
-The stages are this package's subpackages (`conveyor.partition`, `conveyor.samplers`,
-`conveyor.cache`, `conveyor.pipeline`, `conveyor.loader`, `conveyor.trainer`) and its configs `conveyor.conf`. The wheel
-puts them inside `conveyor/` (pyproject.toml's package-dir); a checkout keeps them as top-level
-folders (the design's layout), so there this package's search path also holds the checkout's root.
-Either way nothing but `conveyor` is a top-level name: a user's own `trainer.py` shadows nothing."""
-from pathlib import Path
-
-_root = Path(__file__).resolve().parent.parent
-if not Path(__file__).with_name("partition").is_dir() and (_root / "pyproject.toml").is_file():
-    __path__.append(str(_root))  # a checkout: conveyor.trainer is <root>/trainer
-del _root
-from conveyor.partition import ConveyorError, Graph  # noqa: E402  (the path first)
+The stages are this package's subpackages, each a folder of `conveyor/` (`conveyor.core`,
+`conveyor.partition`, `conveyor.samplers`, `conveyor.cache`, `conveyor.pipeline`, `conveyor.loader`,
+`conveyor.trainer`, `conveyor.compare`) and its configs `conveyor.conf`; a checkout also shows each
+at its root as a link (docs/design.md section 1). Nothing but `conveyor` is a top-level name: a
+user's own `trainer.py` shadows nothing."""
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 
 __all__ = ["ConveyorError", "Graph", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
 
 
 def __getattr__(name: str):
     if name == "fit":
-        from .fit import fit as value
+        from conveyor.fit import fit as value
     elif name in ("load", "predict"):
-        from . import trained
+        from conveyor import trained
         value = getattr(trained, name)
     elif name == "NeighborLoader":
         from conveyor.loader import NeighborLoader as value

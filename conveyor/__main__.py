@@ -1,6 +1,6 @@
 """`python -m conveyor ...`: the `conveyor` command, where its script is not on PATH (or under
 `torchrun -m conveyor`)."""
-from .cli import main
+from conveyor.cli import main
 
 if __name__ == "__main__":
     main()

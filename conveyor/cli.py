@@ -19,11 +19,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.settings import Settings
-
-from .compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
-from .config import settings_from_config
+from conveyor.compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
+from conveyor.config import settings_from_config
+from conveyor.core import ConveyorError
+from conveyor.settings import Settings
 
 HELP_FLAGS = ("--help", "-h")
 HYDRA_OUTPUT = ".hydra"  # where a run keeps its composed config, as Hydra's own runs do
@@ -60,10 +59,10 @@ def checked(cfg: DictConfig) -> Settings:
     """The run's settings, built and checked once (conveyor/config.py; a default run.out_dir is
     resolved here, once, so every later reader names the same folder), with run.out_dir locked:
     before any folder is made or data loaded."""
-    from conveyor.trainer.outdir import lock_out_dir, owns_out_dir
+    from conveyor.trainer.outputs.outdir import lock_out_dir, owns_out_dir
     try:
         settings = settings_from_config(cfg)
-        if owns_out_dir():  # one run per run.out_dir (trainer/outdir.py), before anything is written there
+        if owns_out_dir():  # one run per run.out_dir (trainer/outputs/outdir.py), before anything is written there
             lock_out_dir(settings.run.out_dir)
     except ConveyorError as error:
         fail(error)
@@ -73,9 +72,9 @@ def checked(cfg: DictConfig) -> Settings:
 def save_config(settings: Settings, hydra_node: DictConfig, overrides: list) -> None:
     """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (its settings,
     resolved), Hydra's node (the option chosen in each group) and the overrides given."""
-    from conveyor.partition.links import own_folder
-    from conveyor.trainer.files import write_atomically
-    from conveyor.trainer.outdir import owns_out_dir
+    from conveyor.core.links import own_folder
+    from conveyor.trainer.outputs.files import write_atomically
+    from conveyor.trainer.outputs.outdir import owns_out_dir
     if not owns_out_dir():
         return
     folder = own_folder(Path(settings.run.out_dir).expanduser() / HYDRA_OUTPUT)
@@ -93,9 +92,9 @@ def hydra_job(cfg: DictConfig) -> None:
 
 def start(settings: Settings) -> None:
     """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code."""
-    from conveyor.trainer.checkpoint import CHECKPOINT
-    from conveyor.trainer.interrupts import stop_on_signals
-    from conveyor.trainer.modes import run
+    from conveyor.modes import run
+    from conveyor.trainer.loop.interrupts import stop_on_signals
+    from conveyor.trainer.outputs.checkpoint import CHECKPOINT
 
     stop_on_signals()
     out_dir = settings.run.out_dir
@@ -114,7 +113,7 @@ def start(settings: Settings) -> None:
 
 
 def partition(tokens: list) -> None:
-    from .partition_command import main as partition_main
+    from conveyor.partition_command import main as partition_main
     try:
         sys.exit(partition_main(tokens))
     except ConveyorError as error:
@@ -123,7 +122,7 @@ def partition(tokens: list) -> None:
 
 def print_help(overrides: list) -> None:
     """`--help`, with the options and defaults the other arguments choose (`data=cora --help`)."""
-    from .usage import help_text
+    from conveyor.usage import help_text
     try:
         print(help_text([arg for arg in overrides if arg not in HELP_FLAGS]), flush=True)
     except ConveyorError as error:

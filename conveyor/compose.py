@@ -25,10 +25,10 @@ from typing import Sequence
 from omegaconf import OmegaConf
 
 import conveyor.conf
-from conveyor.partition.errors import ConveyorError, did_you_mean, one_line
-from conveyor.partition.fields import defaults, known_keys, unknown_key_message
+from conveyor.core.errors import ConveyorError, did_you_mean, one_line
+from conveyor.core.fields import defaults, known_keys, unknown_key_message
 from conveyor.partition.settings import COMMON, DATA_SETTINGS
-from conveyor.trainer.settings import Settings
+from conveyor.settings import Settings
 
 # The Hydra YAML: the package conveyor.conf, wherever it was imported from (the wheel's
 # conveyor/conf/, a checkout's conf/).

@@ -1,5 +1,5 @@
 """The run's `Settings`, built from a composed config once, at the entry point, and checked as
-they are built: every key against its stage's declaration (partition/fields.py), then what
+they are built: every key against its stage's declaration (core/fields.py), then what
 depends on this machine (trainer/config.py). Below the entry nothing reads a config: the trainer
 receives `Settings` and hands each stage its own section.
 
@@ -16,17 +16,18 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from conveyor.partition import ConveyorError
-from conveyor.partition.errors import one_line
-from conveyor.partition.fields import declared, known_keys, unknown_key_message
+from conveyor.core import ConveyorError
+from conveyor.core.errors import one_line
+from conveyor.core.fields import declared, known_keys, unknown_key_message
 from conveyor.partition.settings import DataSettings, data_settings
-from conveyor.trainer.settings import ModelSettings, Settings
+from conveyor.settings import Settings
+from conveyor.trainer.settings import ModelSettings
 
 
 def load_settings(overrides: Sequence[str], check_machine: bool = True) -> Settings:
     """Compose conf/ with these command-line overrides, build and check the settings; with
     `check_machine`, also the device, the world size, run.out_dir and the data's folders."""
-    from .compose import compose_config
+    from conveyor.compose import compose_config
     return settings_from_config(compose_config(overrides), check_machine)
 
 

@@ -4,7 +4,7 @@ It composes the same Hydra config as `launch.py` (conf/, with `data=memory`: the
 given, nothing is loaded) with the keyword arguments and `overrides` (the command line's
 `KEY=VALUE` strings), builds and checks the same settings (conveyor/config.py), runs the command
 line's checks of a dataset on the graph (conveyor/given.py), takes the `run.out_dir` lock
-(trainer/outdir.py) and runs the same `trainer.run.train`.
+(trainer/outputs/outdir.py) and runs the same `trainer.run.train`.
 """
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ from typing import Callable, Optional, Sequence
 import torch
 from omegaconf import OmegaConf
 
-from conveyor.partition import ConveyorError
+from conveyor.compose import compose_config
+from conveyor.config import settings_from_config
+from conveyor.core import ConveyorError
+from conveyor.given import check_loss, check_model_argument, check_model_shapes, checked_graph
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
-from conveyor.trainer.adapter import wrap_module
 from conveyor.trainer.context import LocalContext
-from conveyor.trainer.outdir import lock_out_dir
+from conveyor.trainer.models.adapter import wrap_module
+from conveyor.trainer.outputs.outdir import lock_out_dir
 from conveyor.trainer.run import TrainResult, train
-
-from .compose import compose_config
-from .config import settings_from_config
-from .given import check_loss, check_model_argument, check_model_shapes, checked_graph
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
@@ -42,7 +41,7 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
         any module with `forward(x, edge_index)` (run on each batch's subgraph), or one with
         conveyor's `forward(x, layers)` (docs/design.md §5). `result.model` is that instance.
     loss: `loss(out, y) -> scalar tensor` over the seeds; default cross-entropy on class ids,
-        BCE-with-logits on float [N, C] targets (trainer/loss.py).
+        BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).

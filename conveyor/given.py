@@ -12,7 +12,8 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.partition.datasets import check_trainable
 from conveyor.partition.datasets.contents import check_features, check_labels, check_splits
 

@@ -15,7 +15,7 @@ run.world_size=K` with the same overrides looks for them, so that run reuses the
 """
 from __future__ import annotations
 
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 
 USAGE = ("usage: conveyor partition data=NAME num_parts=K [force=true] [data.KEY=VALUE ...] "
          "[sampler.fanouts=[15,10,5]] [partition=pagraph|random|metis] [partition.dir=DIR]")
@@ -46,7 +46,7 @@ def parse(tokens) -> tuple[int, bool, list]:
 def settings_of(overrides: list):
     """The run's settings for these overrides: the partitions of `launch.py` with the same
     overrides and run.world_size=K are these (the machine is not checked: no run starts here)."""
-    from .config import load_settings
+    from conveyor.config import load_settings
     try:
         return load_settings(overrides, check_machine=False)
     except ConveyorError as error:

@@ -3,7 +3,7 @@
 
 `load` reads `checkpoints/best.pt` of a run folder (else `last.pt`), or the checkpoint file
 named, with `weights_only=True`, and rebuilds the model its `module` record names
-(trainer/portable.py): a PyG model comes back as that PyG class with PyG's own keys, conveyor's
+(trainer/models/portable.py): a PyG model comes back as that PyG class with PyG's own keys, conveyor's
 built-in models as `SampledGNN`. A class of one's own is never imported from a file's text:
 pass an instance, `load(path, model=MyGNN(...))`, and its weights are loaded into it.
 """
@@ -15,13 +15,14 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from conveyor.partition import ConveyorError, Graph
-from conveyor.partition.errors import one_line
-from conveyor.partition.regular import check_regular
-from conveyor.trainer.adapter import EdgeIndexGNN, wrap_module
-from conveyor.trainer.checkpoint import BEST, CHECKPOINT, load_checkpoint
-from conveyor.trainer.layerwise import can_run_layerwise, layerwise_logits
-from conveyor.trainer.portable import rebuild
+from conveyor.core import ConveyorError
+from conveyor.core.errors import one_line
+from conveyor.core.regular import check_regular
+from conveyor.partition import Graph
+from conveyor.trainer.loop.layerwise import can_run_layerwise, layerwise_logits
+from conveyor.trainer.models.adapter import EdgeIndexGNN, wrap_module
+from conveyor.trainer.models.portable import rebuild
+from conveyor.trainer.outputs.checkpoint import BEST, CHECKPOINT, load_checkpoint
 
 
 def checkpoint_file(path) -> Path:

@@ -1,7 +1,7 @@
 """`conveyor --help`: each group's options, and every key with its default and its meaning.
 
 Everything shown comes from the stages' settings declarations (their `settings.py`, the fields of
-partition/fields.py), the same ones the config check reads: a key's meaning is its field's `help`,
+core/fields.py), the same ones the config check reads: a key's meaning is its field's `help`,
 an option's description its group's `OPTIONS`. The defaults are the composed config's, so they
 follow the options given before `--help` (`conveyor data=cora --help` shows cora's).
 """
@@ -11,11 +11,10 @@ import textwrap
 
 from omegaconf import OmegaConf
 
-from conveyor.partition.fields import declared
+from conveyor.compose import CONF, compose_config
+from conveyor.core.fields import declared
 from conveyor.partition.settings import data_settings
-from conveyor.trainer.settings import Settings
-
-from .compose import CONF, compose_config
+from conveyor.settings import Settings
 
 WIDTH, KEY_COLUMN = 110, 36
 HEADER = """\

@@ -1,38 +1,19 @@
-"""Models by `model._target_`: PyG's BasicGNN family run hop by hop (trainer/adapter.py), GAT on
+"""Models by `model._target_`: PyG's BasicGNN family run hop by hop (trainer/models/adapter.py), GAT on
 cora, and a user's own module through the same contract."""
 import pytest
 import torch
-from torch import nn
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 import conveyor
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.samplers import build_sampler
-from conveyor.trainer.adapter import PerHopGNN
+from conveyor.trainer.models.adapter import PerHopGNN
 from conveyor.trainer.run import train
-from tests.configs import make_config
+from tests.helpers import OwnModel, make_config
 
 STOCK = {"sage": GraphSAGE, "gcn": GCN, "gat": GAT, "gin": GIN}
 
 
-class OwnModel(nn.Module):
-    """A user's model: `forward(x, layers)`, one Linear per layer over mean-aggregated neighbours."""
-
-    def __init__(self, in_channels, out_channels, num_layers, hidden_channels=32, dropout=0.0):
-        super().__init__()
-        self.dropout = dropout
-        dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
-        self.lins = nn.ModuleList(nn.Linear(2 * a, b) for a, b in zip(dims[:-1], dims[1:]))
-
-    def forward(self, x, layers):
-        for i, (lin, (edge_index, _num_src, num_dst)) in enumerate(zip(self.lins, layers)):
-            src, dst = edge_index
-            total = torch.zeros(num_dst, x.size(1)).index_add_(0, dst, x[src])
-            mean = total / torch.bincount(dst, minlength=num_dst).clamp(min=1).unsqueeze(1)
-            x = lin(torch.cat([x[:num_dst], mean], 1))
-            if i < len(self.lins) - 1:
-                x = nn.functional.dropout(x.relu(), self.dropout, self.training)
-        return x
 
 
 def stock(name, graph):

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from conveyor.samplers import build_sampler
-from tests.graphs import power_law_graph
+from tests.helpers import power_law_graph
 
 
 def in_edge_keys(graph, targets):
@@ -53,8 +53,8 @@ def test_minus_one_beside_a_fanout(name):
 
 
 def test_the_config_takes_minus_one_and_refuses_other_negatives():
-    from conveyor.partition import ConveyorError
-    from tests.configs import make_config
+    from conveyor.core import ConveyorError
+    from tests.helpers import make_config
     assert make_config("data=cora", "sampler.fanouts=[-1,10]").sampler.fanouts == [-1, 10]
     with pytest.raises(ConveyorError, match=r"or -1 for every neighbour"):
         make_config("data=cora", "sampler.fanouts=[-2,10]")

@@ -5,22 +5,12 @@ few go end to end through `launch.py`, Hydra's own errors among them, to see exi
 traceback, and no output folder or data made.
 """
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from tests.configs import REPO, make_config
-
-
-def refusal(*overrides) -> str:
-    """The message a run with these overrides is refused with (composing or checking)."""
-    with pytest.raises(ConveyorError) as error:
-        make_config(*overrides)
-    return str(error.value)
+from tests.helpers import launch, make_config, refusal
 
 
 @pytest.mark.parametrize("override, words", [
@@ -167,11 +157,6 @@ def test_a_read_only_checkpoints_folder(tmp_path):
 
 # -- end to end, through launch.py ---------------------------------------------------------------
 
-def launch(*args):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
-                           "run.device=cpu", *args], capture_output=True, text=True, timeout=300,
-                          cwd=REPO, env=env)
 
 
 @pytest.mark.parametrize("override, words", [

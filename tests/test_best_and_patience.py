@@ -6,13 +6,12 @@ import pytest
 import torch
 
 import conveyor
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.partition.datasets import load_configured
-from conveyor.trainer.checkpoint import BEST, load_checkpoint
-from conveyor.trainer.layerwise import layerwise_logits
-from conveyor.trainer.models import build_model
-from tests.configs import make_config
-from tests.test_training import run
+from conveyor.trainer.loop.layerwise import layerwise_logits
+from conveyor.trainer.models.sampled import build_model
+from conveyor.trainer.outputs.checkpoint import BEST, load_checkpoint
+from tests.helpers import make_config, run
 
 
 def best_record(epochs):

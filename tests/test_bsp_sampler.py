@@ -1,16 +1,23 @@
-import importlib.util
 import pickle
 
 import pytest
 import torch
 from scipy import stats
 
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.samplers import bsp, build_sampler
 from conveyor.samplers.checks import assert_valid_batch
-from tests.configs import REPO
-from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated
-from tests.sampler_checks import BAD_SEEDS, fan_rank_counts
+from tests.helpers import (
+    BAD_SEEDS,
+    chain_graph,
+    complete_in_graph,
+    fan_rank_counts,
+    power_law_graph,
+    random_graph,
+    star_graph,
+    with_isolated,
+)
 
 GRAPHS = {
     "random": lambda: random_graph(),
@@ -100,10 +107,8 @@ def test_hops_draw_independently():
 
 def previous_release():
     """benchmarks/bsp_previous.py: the bsp sampler as it was before #28 made it faster."""
-    spec = importlib.util.spec_from_file_location("bsp_previous", REPO / "benchmarks" / "bsp_previous.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.PreviousBSPSampler
+    from benchmarks.bsp_previous import PreviousBSPSampler
+    return PreviousBSPSampler
 
 
 def int32_power_law() -> Graph:

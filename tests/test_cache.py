@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from conveyor.cache import build_cache
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.samplers import build_sampler
+from tests.helpers import skewed_graph
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -20,14 +22,6 @@ def hand_graph(dtype=torch.float32) -> Graph:
     return Graph.from_edge_index(torch.tensor([src, dst]), 6, x=x)
 
 
-def skewed_graph(num_nodes=300, num_edges=3000, dim=16, dtype=torch.float32, seed=0) -> Graph:
-    """Power-law-ish sources (low ids far more often), random features with a fixed seed."""
-    gen = torch.Generator().manual_seed(seed)
-    src = (torch.rand(num_edges, generator=gen) ** 3 * num_nodes).long()
-    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
-    x = torch.randn(num_nodes, dim, generator=gen).to(dtype)
-    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes, x=x,
-                                 train_idx=torch.arange(0, num_nodes, 3))
 
 
 def cached_ids(cache) -> torch.Tensor:

@@ -8,23 +8,7 @@ import time
 
 import pytest
 
-from tests.configs import REPO, make_config
-from tests.graphs import write_custom_dataset
-
-
-def launch(*args, timeout=600, env=None):
-    return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
-                           "run.device=cpu", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=env)
-
-
-def assert_clear_error(result, *words):
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr, result.stderr
-    message = result.stderr.strip().splitlines()[-1]
-    assert message.startswith("conveyor: error:"), result.stderr
-    for word in words:
-        assert word in message, (word, message)
+from tests.helpers import REPO, assert_clear_error, launch, make_config, write_custom_dataset
 
 
 def test_products_offline_fails_fast_with_where_to_put_it(tmp_path):

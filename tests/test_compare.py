@@ -10,12 +10,12 @@ import torch
 import torch_geometric.typing as pyg_typing
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conveyor.partition import ConveyorError
+from conveyor.compare.comparison import COLUMNS, SYSTEMS, TARGET_FRACTION, describe_setup
+from conveyor.compare.reference import pyg_workers, train_reference
+from conveyor.core import ConveyorError
+from conveyor.modes import run
 from conveyor.partition.datasets import load_configured
-from conveyor.trainer.compare import COLUMNS, SYSTEMS, TARGET_FRACTION, describe_setup
-from conveyor.trainer.modes import run
-from conveyor.trainer.reference import pyg_workers, train_reference
-from tests.configs import make_config
+from tests.helpers import make_config
 
 EPOCHS, SEEDS = 3, 2
 HAS_SAMPLING = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
@@ -131,7 +131,8 @@ def test_reference_with_workers_repeats_and_evaluates_the_same_subgraphs(data_ro
     cfg = cora_cfg(data_root, tmp_path, "sampler.fanouts=[2,2]", "trainer.lr=1e-12",
                    "trainer.eval_batch_size=64", "compare.pyg_workers=1", "trainer.inference=sampled")
     graph = load_configured(cfg.data)
-    first, again = (train_reference(cfg, graph, tmp_path / name, torch.device("cpu")) for name in ("a", "b"))
+    first, again = (train_reference(cfg, cfg.compare, graph, tmp_path / name, torch.device("cpu"))
+                    for name in ("a", "b"))
     assert first["final"]["setup"]["workers"] == 1 and first["final"]["setup"]["evaluation"] == "sampled"
     strip = ("epoch_time_s", "eval_time_s")
     assert ([{k: v for k, v in e.items() if k not in strip} for e in first["epochs"]]
@@ -152,7 +153,7 @@ def test_reference_evaluates_layerwise_as_exactly_as_sampling_every_neighbour(da
         cfg = cora_cfg(data_root, tmp_path, "sampler.fanouts=[-1,-1]", "trainer.epochs=2",
                        "compare.pyg_workers=0", f"trainer.inference={inference}")
         graph = graph or load_configured(cfg.data)
-        run_ = train_reference(cfg, graph, tmp_path / inference, torch.device("cpu"))
+        run_ = train_reference(cfg, cfg.compare, graph, tmp_path / inference, torch.device("cpu"))
         assert run_["final"]["setup"]["evaluation"] == inference
         accuracies[inference] = [(e["val_acc"], e["test_acc"]) for e in run_["epochs"]]
     val_nodes, test_nodes = graph.val_idx.numel(), graph.test_idx.numel()

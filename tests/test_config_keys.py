@@ -10,16 +10,15 @@ import torch
 from omegaconf import OmegaConf
 
 from conveyor.compose import CONF
+from conveyor.core.fields import REQUIRED, declared, default_of
 from conveyor.partition import Graph
 from conveyor.partition.datasets import DATASETS, load_configured
 from conveyor.partition.datasets.custom import load_custom
 from conveyor.partition.datasets.synthetic import load_synthetic
-from conveyor.partition.fields import REQUIRED, declared, default_of
 from conveyor.partition.settings import DATA_SETTINGS, dataset_options
-from conveyor.trainer.settings import Settings
+from conveyor.settings import Settings
 from conveyor.usage import help_text, option_files, sections
-from tests.configs import make_config
-from tests.graphs import write_custom_dataset
+from tests.helpers import make_config, write_custom_dataset
 
 EVERY_OPTION = [(group, option) for group, options in option_files().items() for option in options]
 

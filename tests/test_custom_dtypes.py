@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, load_dataset
-from tests.test_bad_input import launch
-from tests.test_datasets import write_custom
+from conveyor.core import ConveyorError
+from conveyor.partition import load_dataset
+from tests.helpers import launch, write_custom
 
 N = 30
 REAL = ["float16", "float32", "float64", ">f4", ">f8", "longdouble", "int8", "int16", "int32",

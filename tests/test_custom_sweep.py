@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, load_dataset
-from tests.test_bad_input import launch
+from conveyor.core import ConveyorError
+from conveyor.partition import load_dataset
+from tests.helpers import launch
 
 pytestmark = pytest.mark.timeout(60)
 N = 30

@@ -1,4 +1,4 @@
-"""A checkpoint records the data it was trained on (trainer/fingerprint.py): resuming on other
+"""A checkpoint records the data it was trained on (trainer/outputs/fingerprint.py): resuming on other
 data is refused by name, before training; a checkpoint from before fingerprints (or without a
 config) resumes with warnings that reach run.log."""
 import os
@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.checkpoint import CHECKPOINT
+from conveyor.core import ConveyorError
+from conveyor.trainer.outputs.checkpoint import CHECKPOINT
 from conveyor.trainer.run import train
-from tests.configs import make_config
-from tests.test_datasets import write_custom
+from tests.helpers import make_config, write_custom
 
 
 def custom_graph(directory, num_nodes=200, seed=0):

@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.partition.datasets import DATASETS, load_dataset, parallel, synthetic
 from conveyor.partition.datasets.common import reachable
 from conveyor.partition.datasets.ogbn import _meta
 from conveyor.partition.datasets.synthetic import PRODUCTS_EDGES, PRODUCTS_NODES, generate
+from tests.helpers import write_custom
 
 
 def edge_keys(graph: Graph) -> torch.Tensor:
@@ -208,15 +210,6 @@ def test_synthetic_bad_options(tmp_path, options, message):
 
 
 # -- custom ---------------------------------------------------------------------------------------
-def write_custom(directory: Path, **arrays) -> Path:
-    """Arrays as .npy, tensors as .pt."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, value in arrays.items():
-        if isinstance(value, torch.Tensor):
-            torch.save(value, directory / f"{name}.pt")
-        else:
-            np.save(directory / f"{name}.npy", value)
-    return directory
 
 
 def small_custom(n=6):

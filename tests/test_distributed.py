@@ -1,4 +1,4 @@
-"""Data-parallel training (trainer/distributed.py) with K = 2 gloo ranks on the CPU.
+"""Data-parallel training (trainer/distributed/ranks.py) with K = 2 gloo ranks on the CPU.
 
 The runs are few and shared (module fixtures): spawning two ranks costs seconds of imports each.
 """
@@ -14,12 +14,12 @@ import psutil
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.partition.partitioner import partition_graph
-from conveyor.trainer.distributed import RankFailed, num_batches_per_epoch, rank_seed_batches, train_distributed
+from conveyor.trainer.distributed.rank_context import RankFailed, num_batches_per_epoch, rank_seed_batches
+from conveyor.trainer.distributed.ranks import train_distributed
 from conveyor.trainer.run import train
-from tests.configs import REPO, make_config
-from tests.graphs import power_law_graph
+from tests.helpers import REPO, make_config, power_law_graph
 
 CORA_EPOCHS = 20
 
@@ -27,7 +27,8 @@ CORA_EPOCHS = 20
 def keep_rank_state(directory: Path, epochs: int, run_seed: int, ctx, final) -> None:
     """`after` hook, run inside each rank: save its parameters, and the global ids of the seed
     batches it handed `train` in every epoch."""
-    seeds = [ctx.node_ids[torch.cat(ctx.seed_batches(run_seed, e))] for e in range(1, epochs + 1)]
+    plan = ctx.seed_plan(run_seed)
+    seeds = [ctx.node_ids[plan.nodes[torch.cat(plan.positions(e))]] for e in range(1, epochs + 1)]
     torch.save({"params": ctx.ddp.module.state_dict(), "seeds": seeds, "batches": ctx.num_batches,
                 "final": final}, directory / f"rank{ctx.rank}.pt")
 

@@ -1,4 +1,4 @@
-"""trainer/dropout.py: torch's dropout distribution from 16-bit slices of random words. Fixed
+"""trainer/models/dropout.py: torch's dropout distribution from 16-bit slices of random words. Fixed
 seeds; each bound is 5 standard deviations of what it measures (a false failure ~1 in 1.7M)."""
 import math
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
-from conveyor.trainer.dropout import SLICES, dropout, keep_mask
+from conveyor.trainer.models.dropout import SLICES, dropout, keep_mask
 
 N = 1_000_000
 
@@ -103,8 +103,8 @@ def test_the_same_seed_gives_the_same_mask_and_fast_false_is_f_dropout():
 
 @pytest.mark.parametrize("name", ["sage", "gat"])
 def test_model_fast_dropout_reaches_the_built_in_and_the_wrapped_models(name):
-    from conveyor.trainer.models import build_model
-    from tests.configs import make_config
+    from conveyor.trainer.models.sampled import build_model
+    from tests.helpers import make_config
     for fast in (True, False):
         settings = make_config(f"model={name}", f"model.fast_dropout={str(fast).lower()}").model
         model = build_model(settings, 8, 3, 2)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.configs import REPO
+from tests.helpers import REPO
 
 
 def run(*args, timeout=600):
@@ -17,7 +17,7 @@ def run(*args, timeout=600):
 
 def test_step_time_benchmark(tmp_path, synthetic_small, data_root):
     out = tmp_path / "dropout.json"
-    run("benchmarks/dropout.py", "--data-root", str(data_root), "--scale", "0.002", "--batch-size", "64",
+    run("-m", "benchmarks.dropout", "--data-root", str(data_root), "--scale", "0.002", "--batch-size", "64",
         "--fanouts", "5,5", "--hidden", "16", "--threads", "1,2", "--repeats", "3", "--out", str(out))
     report = json.loads(out.read_text())
     assert [r["threads"] for r in report["rows"]] == [1, 2]
@@ -31,7 +31,7 @@ def test_step_time_benchmark(tmp_path, synthetic_small, data_root):
 
 def test_accuracy_benchmark(tmp_path, data_root):
     out = tmp_path / "accuracy.json"
-    run("benchmarks/dropout_accuracy.py", "--data-root", str(data_root), "--seeds", "2", "--cases", "sage on cora",
+    run("-m", "benchmarks.dropout_accuracy", "--data-root", str(data_root), "--seeds", "2", "--cases", "sage on cora",
         "--out", str(out))
     case = json.loads(out.read_text())["cases"]["sage on cora"]
     assert len(case["fast"]) == len(case["f_dropout"]) == 2 and all(0.5 < a <= 1 for a in case["fast"])

@@ -8,7 +8,7 @@ from conveyor.pipeline import AsyncBatches, PipelineSettings, SerialBatches, bat
 from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import SampledBatch
 from conveyor.samplers.checks import assert_valid_batch, same_batch
-from tests.test_pipeline import feature_graph
+from tests.helpers import DoubledFeatures, feature_graph
 
 
 class FirstNeighbours:
@@ -36,20 +36,6 @@ class FirstNeighbours:
         return SampledBatch(n_id, torch.tensor(counts), edges)
 
 
-class DoubledFeatures:
-    """Features of the user's own: every row twice `x`, gathered from host memory."""
-
-    def __init__(self, x: torch.Tensor):
-        self.rows = 2 * x
-        self.feature_dim, self.dtype = x.size(1), x.dtype
-        self.gathered = 0
-
-    def gather(self, n_id: torch.Tensor, out=None) -> torch.Tensor:
-        self.gathered += n_id.numel()
-        return torch.index_select(self.rows, 0, n_id.cpu(), out=out)
-
-    def stats(self) -> dict:
-        return {"hits": 0, "misses": self.gathered, "bytes_from_host": self.gathered * self.feature_dim * 4}
 
 
 def test_a_users_sampler_and_feature_source_feed_both_pipelines():
@@ -73,3 +59,35 @@ def test_a_users_sampler_and_feature_source_feed_both_pipelines():
                 assert torch.equal(prepared.y.long(), graph.y[s])
             assert theirs.cost.cache_misses == own.n_id.numel()  # the stage used its stats() too
     assert features.gathered == sum(b.n_id.numel() for b in expected)  # serial gathered here; async in its copy
+
+
+def test_the_protocols_take_a_users_classes_that_subclass_nothing():
+    """samplers.Sampler and cache.FeatureSource are structural: the user's classes above subclass
+    nothing of conveyor's, yet are both; an object lacking a method is refused before any process
+    starts, naming what it lacks."""
+    import pytest
+
+    from conveyor.cache import CacheSpec, FeatureRecipe, FeatureSource
+    from conveyor.cache.settings import CacheSettings
+    from conveyor.core import ConveyorError
+    from conveyor.samplers import Sampler, SamplerRecipe, SamplerSpec
+
+    graph = feature_graph()
+    sampler, features = FirstNeighbours(graph, [4, 3]), DoubledFeatures(graph.x)
+    assert FirstNeighbours.__mro__ == (FirstNeighbours, object)
+    assert isinstance(sampler, Sampler) and not isinstance(sampler, SamplerRecipe)
+    assert isinstance(features, FeatureSource) and not isinstance(features, Sampler)
+    assert isinstance(SamplerSpec("bsp", [4, 3]), SamplerRecipe)
+    assert isinstance(CacheSpec(CacheSettings(policy="degree")), FeatureRecipe)
+    for name in ("serial", "async"):
+        with pytest.raises(ConveyorError, match="has neither sample"):
+            batch_source(graph, object(), features, "cpu", PipelineSettings(name=name))
+
+    class NoStats:
+        feature_dim, dtype = graph.x.size(1), graph.x.dtype
+
+        def gather(self, n_id, out=None):
+            return graph.x[n_id]
+
+    with pytest.raises(ConveyorError, match="lacks stats"):
+        batch_source(graph, sampler, NoStats(), "cpu", PipelineSettings(name="async"))

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import conveyor
-from conveyor.partition import ConveyorError
-from tests.configs import REPO
+from conveyor.core import ConveyorError
+from tests.helpers import REPO
 
 
 def readme_example(tag: str = "fit-example") -> str:

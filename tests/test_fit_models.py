@@ -4,13 +4,13 @@ their own, and float [N, C] multi-label targets (BCE-with-logits)."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 import conveyor
 from conveyor.partition import Graph
 from conveyor.samplers import build_sampler
-from conveyor.trainer.adapter import EdgeIndexGNN, PerHopGNN, wrap_module
+from conveyor.trainer.models.adapter import EdgeIndexGNN, PerHopGNN, wrap_module
+from tests.helpers import EdgeIndexSAGE
 
 FAST = ["trainer.progress=false", "model.input_dropout=0"]
 STOCK = {"GraphSAGE": GraphSAGE, "GCN": GCN, "GAT": GAT, "GIN": GIN}
@@ -41,15 +41,6 @@ def test_fit_trains_each_stock_pyg_model_on_cora(name, lr, least, cora, tmp_path
     assert result.final["test_acc"] >= least, result.final
 
 
-class EdgeIndexSAGE(nn.Module):
-    """A user's own module written for PyG's loader: forward(x, edge_index)."""
-
-    def __init__(self, in_channels, out_channels):
-        super().__init__()
-        self.gnn = GraphSAGE(in_channels, 32, 2, out_channels, dropout=0.5)
-
-    def forward(self, x, edge_index):
-        return self.gnn(x, edge_index)
 
 
 def test_a_forward_x_edge_index_module_trains_on_the_merged_subgraph(cora, tmp_path):

@@ -13,8 +13,8 @@ import torch
 from torch_geometric.nn import GraphSAGE
 
 import conveyor
-from conveyor.partition import ConveyorError
-from tests.configs import REPO
+from conveyor.core import ConveyorError
+from tests.helpers import REPO
 
 FAST = ["trainer.progress=false"]
 
@@ -106,7 +106,7 @@ def test_a_second_run_into_the_same_folder_is_refused(data, tmp_path):
     """Another process holds run.out_dir's lock, as a running fit() or command does."""
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from conveyor.trainer.outdir import lock_out_dir
+        from conveyor.trainer.outputs.outdir import lock_out_dir
         lock_out_dir({str(tmp_path / 'run')!r}); print('locked', flush=True); time.sleep(60)""")],
         stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -145,7 +145,7 @@ def test_a_script_without_the_main_guard_stops_at_once_with_the_fix(guarded, dat
         return
     assert done.returncode == 1 and time.monotonic() - start < 120
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("conveyor.partition.errors.ConveyorError: conveyor.fit() starts its stage processes")
+    assert last.startswith("conveyor.core.errors.ConveyorError: conveyor.fit() starts its stage processes")
     assert f"{script} again" in last and "line 5" in last and 'if __name__ == "__main__":' in last
     assert "pipeline=serial" in last and "sampler stage" not in done.stderr
     assert not (tmp_path / "run").exists()

@@ -26,7 +26,7 @@ from triton.runtime.jit import JITFunction, create_function_from_signature  # no
 
 from conveyor.samplers import fused, fused_kernel  # noqa: E402
 from conveyor.samplers.fused import FusedSampler  # noqa: E402
-from tests.graphs import power_law_graph  # noqa: E402
+from tests.helpers import power_law_graph  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -23,8 +23,14 @@ import pytest  # noqa: E402
 from conveyor.samplers import fused  # noqa: E402
 from conveyor.samplers.checks import assert_valid_batch, same_batch  # noqa: E402
 from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
-from tests.graphs import chain_graph, power_law_graph, random_graph, star_graph, with_isolated  # noqa: E402
-from tests.sampler_checks import fused_state_is_clean  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    chain_graph,
+    fused_state_is_clean,  # noqa: E402
+    power_law_graph,
+    random_graph,
+    star_graph,
+    with_isolated,
+)
 from tests.threaded_interpreter import threaded_programs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not fused.INTERPRETED, reason="runs the kernel under Triton's interpreter")

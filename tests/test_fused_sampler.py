@@ -17,15 +17,21 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from conveyor.partition import ConveyorError, Graph  # noqa: E402
-from conveyor.samplers import (
-    build_sampler,  # noqa: E402
-    fused,  # noqa: E402
-)
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph  # noqa: E402
+from conveyor.samplers import build_sampler, fused
 from conveyor.samplers.checks import assert_valid_batch, same_batch  # noqa: E402
 from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
-from tests.graphs import chain_graph, complete_in_graph, power_law_graph, random_graph, star_graph, with_isolated  # noqa: E402
-from tests.sampler_checks import BAD_SEEDS, fused_state_is_clean  # noqa: E402
+from tests.helpers import (  # noqa: E402  # noqa: E402
+    BAD_SEEDS,
+    chain_graph,
+    complete_in_graph,
+    fused_state_is_clean,
+    power_law_graph,
+    random_graph,
+    star_graph,
+    with_isolated,
+)
 
 DEVICES = [
     pytest.param("cpu", marks=pytest.mark.skipif(
@@ -246,7 +252,7 @@ def test_the_variants_a_gpu_compiles_do_not_spill():
 def test_cpu_without_interpreter_is_a_clear_error():
     code = ("import os; os.environ.pop('TRITON_INTERPRET', None)\n"
             "from conveyor.partition import ConveyorError\nfrom conveyor.samplers import build_sampler\n"
-            "from tests.graphs import random_graph\n"
+            "from tests.helpers import random_graph\n"
             "try:\n    build_sampler('fused', random_graph(), [5], device='cpu')\n"
             "except ConveyorError as e:\n    print(e)\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}

@@ -1,15 +1,15 @@
-"""model.gcn_degrees=graph (trainer/gcn.py): with every neighbour, conveyor's GCN trains exactly as
+"""model.gcn_degrees=graph (trainer/models/gcn.py): with every neighbour, conveyor's GCN trains exactly as
 full-batch GCN (Kipf and Welling's, PyG's examples/gcn.py) over the whole graph: the same loss every
 epoch, from the same initial weights (dropout off, so that no random mask differs)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.partition.datasets import load_configured
-from conveyor.trainer.models import build_model
+from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.run import train
-from tests.configs import make_config
+from tests.helpers import make_config
 
 GCN_FULL = ("data=cora", "model=gcn", "trainer.epochs=5", "model.dropout=0", "model.input_dropout=0")
 

@@ -8,7 +8,7 @@ counts) must be identical. Run by the GPU validation suite (benchmarks/gpu/devic
 import pytest
 import torch
 
-from tests.test_pipeline import train_both
+from tests.helpers import train_both
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 

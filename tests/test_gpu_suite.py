@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from tests.configs import REPO
+from tests.helpers import REPO
 
 STEPS = {
     1: {"env": "passed", "smoke": "passed", "sanitize": "skipped", "tests_gpu": "passed", "tests_stages": "skipped"},

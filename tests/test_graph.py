@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, Graph
-from tests.graphs import random_graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+from tests.helpers import random_graph
 
 
 def brute_force_in_neighbours(edge_index, num_nodes):

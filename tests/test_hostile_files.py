@@ -7,14 +7,14 @@ import shutil
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, Graph, load_dataset
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph, load_dataset
 from conveyor.partition.datasets.common import FINGERPRINT
 from conveyor.partition.store import Part, load_part, save_parts
-from conveyor.trainer import files
-from conveyor.trainer.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
+from conveyor.trainer.outputs import files
+from conveyor.trainer.outputs.checkpoint import CHECKPOINT, load_checkpoint, save_checkpoint
 from conveyor.trainer.run import train
-from tests.configs import make_config
-from tests.payload import plant
+from tests.helpers import make_config, plant
 
 SMALL = dict(scale=0.0005, seed=3)  # 1,225 nodes: a synthetic cache built in a second
 

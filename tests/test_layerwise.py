@@ -1,4 +1,4 @@
-"""Layer-wise full-neighbour inference (trainer/layerwise.py): the output of a sampled evaluation
+"""Layer-wise full-neighbour inference (trainer/loop/layerwise.py): the output of a sampled evaluation
 that takes every neighbour, for conveyor's models, PyG's through PerHopGNN and a user's own; the
 same on a rank's part as on the whole graph; and which models may use it."""
 import pytest
@@ -6,29 +6,13 @@ import torch
 from torch_geometric.nn import GAT, GIN
 
 import conveyor
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.partition.partitioner import partition_graph
 from conveyor.samplers import build_sampler
-from conveyor.trainer.adapter import PerHopGNN
-from conveyor.trainer.layerwise import layerwise_logits, reached_nodes, resolve_inference
-from conveyor.trainer.models import SampledGNN
-from tests.test_adapter import OwnModel
-from tests.test_training import run
-
-
-class OwnLayerwise(OwnModel):
-    """The user's model of test_adapter, with the two names layer-wise inference needs."""
-
-    @property
-    def num_layers(self):
-        return len(self.lins)
-
-    def inference_per_layer(self, layer, x, edge_index, batch_size):
-        src, dst = edge_index
-        total = torch.zeros(batch_size, x.size(1)).index_add_(0, dst, x[src])
-        mean = total / torch.bincount(dst, minlength=batch_size).clamp(min=1).unsqueeze(1)
-        x = self.lins[layer](torch.cat([x[:batch_size], mean], 1))
-        return x.relu() if layer < len(self.lins) - 1 else x
+from conveyor.trainer.loop.layerwise import layerwise_logits, reached_nodes, resolve_inference
+from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.sampled import SampledGNN
+from tests.helpers import OwnLayerwise, OwnModel, run
 
 
 def make_model(name, graph):

@@ -1,8 +1,8 @@
-"""Layer-wise evaluation (trainer/layerwise.py) is exact: for every model conveyor runs (its own
+"""Layer-wise evaluation (trainer/loop/layerwise.py) is exact: for every model conveyor runs (its own
 SAGE, GCN, GAT, MLP, PyG's GCN, GraphSAGE, GAT, GIN, a user's own), the logits it gives at the
 val and test nodes of cora, in batches of 300 (so each layer takes several and most sources are
 not targets of their batch), are a full-graph forward's of the same weights, to 1e-4. GCN needs the
-whole graph's degrees for that (trainer/gcn.py); the others read only their targets' in-edges."""
+whole graph's degrees for that (trainer/models/gcn.py); the others read only their targets' in-edges."""
 import re
 
 import pytest
@@ -11,14 +11,13 @@ import torch.nn.functional as F
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 from conveyor.partition.datasets import load_configured
-from conveyor.trainer.adapter import PerHopGNN
-from conveyor.trainer.gat import GAT as OneHeadGAT
-from conveyor.trainer.layerwise import layerwise_logits
-from conveyor.trainer.models import build_model
+from conveyor.trainer.loop.layerwise import layerwise_logits
+from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.gat import GAT as OneHeadGAT
+from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.run import train
 from conveyor.trainer.settings import ModelSettings
-from tests.configs import make_config
-from tests.test_layerwise import OwnLayerwise
+from tests.helpers import OwnLayerwise, make_config
 
 PYG = {"pyg_gcn": GCN, "pyg_sage": GraphSAGE, "pyg_gat": GAT, "pyg_gin": GIN, "one_head_gat": OneHeadGAT}
 GAT_TARGET = {"_target_": "torch_geometric.nn.GAT", "arguments": {"heads": 8}}  # conf/model/gat.yaml
@@ -84,8 +83,8 @@ def test_a_trained_gcn_scores_what_its_weights_score_on_the_whole_graph(tmp_path
 
 
 def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
-    """trainer/plan.py keeps the batches of a graph this small; a big graph's are drawn each time."""
-    from conveyor.trainer import plan
+    """trainer/loop/plan.py keeps the batches of a graph this small; a big graph's are drawn each time."""
+    from conveyor.trainer.loop import plan
     model, nodes = make_model("gcn", cora), torch.cat([cora.val_idx, cora.test_idx])
     kept = plan.LayerwisePlan(cora, nodes, 2, 300)
     monkeypatch.setattr(plan, "KEEP_EDGES", 0)
@@ -100,13 +99,13 @@ def test_a_kept_plan_gives_what_a_plan_drawn_each_time_gives(cora, monkeypatch):
 
 @pytest.mark.parametrize("name", ["gcn", "sage"])
 def test_the_async_pipeline_draws_and_gathers_what_the_kept_plan_holds(name, cora):
-    """`pipeline=async` hands the layer-wise batches to its stage processes (trainer/plan.py's
+    """`pipeline=async` hands the layer-wise batches to its stage processes (trainer/loop/plan.py's
     PipelinePlan): the same logits, bit for bit, as the plan drawn and kept in this process,
     and again on a second pass."""
     from conveyor.cache import CacheSettings, CacheSpec
     from conveyor.pipeline import PipelineSettings, batch_source
     from conveyor.samplers import SamplerSpec
-    from conveyor.trainer.plan import LayerwisePlan, PipelinePlan
+    from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan
     model, nodes = make_model(name, cora), torch.cat([cora.val_idx, cora.test_idx])
     kept = layerwise_logits(model, cora, nodes, 300, torch.device("cpu"), plan=LayerwisePlan(cora, nodes, 2, 300))
     with batch_source(cora, SamplerSpec("bsp", [5, 5]), CacheSpec(CacheSettings(policy="degree", capacity=0.3)),
@@ -118,10 +117,10 @@ def test_the_async_pipeline_draws_and_gathers_what_the_kept_plan_holds(name, cor
 
 
 def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(cora):
-    """trainer/adapter.py's bipartite_layer: evaluation's CSR product gives training's sums."""
+    """trainer/models/adapter.py's bipartite_layer: evaluation's CSR product gives training's sums."""
     from torch_geometric.nn import SAGEConv
 
-    from conveyor.trainer.adapter import bipartite_layer
+    from conveyor.trainer.models.adapter import bipartite_layer
     torch.manual_seed(0)
     conv, edge_index = SAGEConv(cora.x.size(1), 16), cora.edge_index()
     shuffled = edge_index[:, torch.randperm(edge_index.size(1))]

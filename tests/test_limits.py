@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.pipeline import AsyncBatches, PipelineError
 from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import build_sampler
@@ -15,8 +15,7 @@ from conveyor.samplers.bsp import BSPSampler, sample_positions
 from conveyor.samplers.checks import assert_valid_batch
 from conveyor.trainer.config import check_world_size
 from conveyor.trainer.run import build_batch_source
-from tests.configs import make_config
-from tests.test_pipeline import feature_graph
+from tests.helpers import feature_graph, make_config
 
 HUGE = 10**12  # beyond int32, so a buffer or tensor sized or typed by it would fail
 

@@ -6,9 +6,9 @@ from torch import nn
 from torch_geometric.nn import GAT, GIN, GraphSAGE
 
 import conveyor
-from conveyor.partition import ConveyorError
-from conveyor.trainer.models import SampledGNN
-from tests.test_fit_models import EdgeIndexSAGE
+from conveyor.core import ConveyorError
+from conveyor.trainer.models.sampled import SampledGNN
+from tests.helpers import EdgeIndexSAGE
 
 FAST = ["trainer.progress=false"]
 
@@ -84,10 +84,10 @@ def test_a_path_that_is_no_run_says_what_to_pass(tmp_path):
 
 
 def test_a_command_line_run_of_a_target_comes_back_as_its_class(data_root, cora, tmp_path):
-    """cora's GAT default is conveyor.trainer.gat.GAT (PyG's, one output head): rebuilt as that."""
-    from conveyor.trainer.gat import GAT as OneHeadGAT
+    """cora's GAT default is conveyor.trainer.models.gat.GAT (PyG's, one output head): rebuilt as that."""
+    from conveyor.trainer.models.gat import GAT as OneHeadGAT
     from conveyor.trainer.run import train
-    from tests.configs import make_config
+    from tests.helpers import make_config
     # five epochs: conf/data/planetoid/cora_gat.yaml trains at lr 0.005 with input dropout 0.6
     train(make_config("data=cora", "model=gat", f"data.root={data_root}", "trainer.epochs=5",
                       "sampler.fanouts=[5,5]", f"run.out_dir={tmp_path / 'gat'}"))

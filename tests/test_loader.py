@@ -13,11 +13,10 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
 import conveyor
 from conveyor import NeighborLoader
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.samplers import SamplerSpec, bsp
 from conveyor.samplers.checks import assert_valid_batch
-from tests.configs import REPO
-from tests.test_pipeline import feature_graph
+from tests.helpers import REPO, feature_graph
 
 FANOUTS = [4, 3]
 
@@ -266,26 +265,27 @@ def test_the_readme_loader_example_trains_cora(tmp_path, monkeypatch, data_root)
 # -- the trainer's batches come through the loader ------------------------------------------------
 
 def test_the_trainer_draws_its_batches_through_the_loader(tmp_path, data_root):
-    """The run's batch source is a NeighborLoader; its own epochs (PyG batches over the training
-    nodes, the run's seed) are the trainer's epochs, node for node."""
-    from conveyor.pipeline.seeds import STREAM_SAMPLER, stream_seed
+    """The run's batch source is a PipelineLoader, NeighborLoader's base, iterated along its seed
+    plan; a NeighborLoader over the training nodes with the run's seed and sampler gives the
+    trainer's epochs, node for node."""
+    from conveyor.loader.pipeline_loader import PipelineLoader
     from conveyor.trainer.context import LocalContext
-    from conveyor.trainer.run import build_loader, start_run
-    from tests.configs import make_config
+    from conveyor.trainer.run import loader_parts, start_run
+    from tests.helpers import make_config
 
     settings = make_config("data=cora", f"data.root={data_root}", "pipeline=serial", "sampler.fanouts=[4,3]",
                            "trainer.batch_size=32", "run.seed=5", f"run.out_dir={tmp_path}")
     ctx = LocalContext(settings)
     run = start_run(settings, ctx)
+    assert type(run.source) is PipelineLoader and run.source.parts.settings == settings.pipeline
+    assert len(run.source) == 5  # cora's 140 training nodes in batches of 32
+    spec = loader_parts(settings, ctx.device).sampler
+    with NeighborLoader(ctx.graph, [4, 3], input_nodes=ctx.graph.train_idx, batch_size=32, shuffle=True,
+                        pipeline="serial", sampler=spec, seed=5) as loader:
+        for epoch in (1, 2):
+            pyg_batches = list(iter(loader))
+            assert len(pyg_batches) == len(loader) == 5
+            for prepared, batch in zip(run.source.epoch(epoch), pyg_batches, strict=True):
+                assert torch.equal(prepared.batch.n_id, batch.n_id) and torch.equal(prepared.x, batch.x)
+                assert torch.equal(prepared.y.long(), batch.y[:batch.batch_size])
     run.source.close()
-    assert isinstance(run.source, NeighborLoader) and run.source.parts["settings"] == settings.pipeline
-    loader = build_loader(settings, ctx.graph, ctx.device)
-    for epoch in (1, 2):
-        trainer_batches = loader.run(ctx.seed_batches(settings.run.seed, epoch),
-                                     stream_seed(settings.run.seed, epoch, STREAM_SAMPLER))
-        pyg_batches = list(iter(loader))
-        assert len(pyg_batches) == len(loader) == 5
-        for prepared, batch in zip(trainer_batches, pyg_batches, strict=True):
-            assert torch.equal(prepared.batch.n_id, batch.n_id) and torch.equal(prepared.x, batch.x)
-            assert torch.equal(prepared.y.long(), batch.y[:batch.batch_size])
-    loader.close()

@@ -16,8 +16,7 @@ import pytest
 from conveyor import NeighborLoader
 from conveyor.pipeline import PipelineError
 from conveyor.samplers import SamplerSpec
-from tests.configs import REPO
-from tests.test_pipeline import assert_gone, feature_graph, shm_names
+from tests.helpers import REPO, assert_gone, feature_graph, shm_names
 
 
 class FailingSampler:
@@ -106,7 +105,7 @@ def run_script(tmp_path, body: str, **popen):
 LOOP = """
     import json, os, sys
     from conveyor import NeighborLoader
-    from tests.test_pipeline import feature_graph, shm_names
+    from tests.helpers import feature_graph, shm_names
 
     def main(forever):
         graph = feature_graph()
@@ -151,7 +150,7 @@ def test_ctrl_c_stops_the_loop_and_the_processes(tmp_path):
 def test_a_script_without_the_main_guard_stops_at_once_naming_the_fix(tmp_path):
     proc = run_script(tmp_path, """
     from conveyor import NeighborLoader
-    from tests.test_pipeline import feature_graph
+    from tests.helpers import feature_graph
 
     loader = NeighborLoader(feature_graph(), num_neighbors=[3, 3], batch_size=16)
     for batch in loader:

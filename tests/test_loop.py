@@ -8,10 +8,10 @@ import torch
 
 from conveyor.partition.datasets import load_configured
 from conveyor.pipeline.seeds import epoch_seed_batches
-from conveyor.trainer.loop import evaluate, train_epoch
-from conveyor.trainer.models import build_model
+from conveyor.trainer.loop.epoch import evaluate, train_epoch
+from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.run import build_batch_source, train
-from tests.configs import REPO, make_config
+from tests.helpers import REPO, make_config
 
 # Every way a tensor's value reaches the host (on a GPU each waits for the device).
 HOST_READS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__index__")

@@ -1,13 +1,12 @@
-"""`trainer.lr_schedule` (trainer/schedule.py): the lr each epoch's record holds follows the
+"""`trainer.lr_schedule` (trainer/loop/schedule.py): the lr each epoch's record holds follows the
 schedule, a resumed run carries the schedule on, and resume refuses to change it."""
 import math
 
 import pytest
 
-from conveyor.partition import ConveyorError
+from conveyor.core import ConveyorError
 from conveyor.trainer.run import train
-from tests.configs import make_config
-from tests.test_training import run
+from tests.helpers import make_config, run
 
 LR = 0.01  # cora.yaml's
 

@@ -6,8 +6,7 @@ import torch
 from conveyor.cache import build_cache
 from conveyor.pipeline.memory import batch_room
 from conveyor.pipeline.slots import SlotWriter
-from tests.configs import make_config
-from tests.test_cache import skewed_graph
+from tests.helpers import make_config, skewed_graph
 
 
 def test_the_largest_batch_is_the_evaluation_batch_by_default():

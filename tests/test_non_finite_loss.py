@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from tests.test_cli import assert_clear_error, launch
+from tests.helpers import assert_clear_error, launch
 
 
 def test_a_diverging_run_stops_in_one_paragraph_and_keeps_its_last_good_checkpoint(tmp_path, data_root):

@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 from conveyor.trainer.config import check_machine
-from tests.configs import REPO, make_config
-from tests.test_bad_input import launch, refusal
+from tests.helpers import REPO, launch, make_config, refusal
 
 SMALL = ("data=synthetic", "data.scale=0.0005", "pipeline=serial", "trainer.epochs=1")
 

@@ -8,12 +8,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.partition.assignment import rebalance
 from conveyor.partition.partitioner import format_report, load_or_partition, partition_graph, partition_report
 from conveyor.partition.store import load_part, load_parts, save_parts
 from conveyor.samplers import build_sampler
-from tests.graphs import power_law_graph, random_graph, with_isolated
+from tests.helpers import power_law_graph, random_graph, with_isolated
 
 METHODS = ("pagraph", "random", "metis")
 

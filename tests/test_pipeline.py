@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from conveyor.cache import CacheSpec
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.pipeline import AsyncBatches, PipelineError
 from conveyor.pipeline.batch import device_labels
 from conveyor.pipeline.mps import detect_mps, thread_percentages
@@ -27,22 +28,13 @@ from conveyor.pipeline.serial import SerialBatches
 from conveyor.pipeline.sharing import share_graph
 from conveyor.pipeline.slots import SlotReader, SlotWriter
 from conveyor.samplers import build_sampler
-from conveyor.trainer.checkpoint import load_checkpoint
-from conveyor.trainer.run import build_batch_source, train
-from tests.configs import REPO, make_config
+from conveyor.trainer.outputs.checkpoint import load_checkpoint
+from conveyor.trainer.run import build_batch_source
+from tests.helpers import REPO, assert_gone, feature_graph, make_config, shm_names, train_both
 
 FAULT_DEADLINE_S = 10.0  # the issue's bound: a failed stage stops the run within 10 s
 
 
-def feature_graph(num_nodes=600, num_edges=6000, seed=0) -> Graph:
-    g = torch.Generator().manual_seed(seed)
-    weights = 1.0 / torch.arange(1, num_nodes + 1, dtype=torch.float64)  # a few hubs
-    src = torch.multinomial(weights, num_edges, replacement=True, generator=g)
-    dst = torch.randint(0, num_nodes, (num_edges,), generator=g)
-    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes,
-                                 x=torch.randn(num_nodes, 12, generator=g),
-                                 y=torch.randint(0, 4, (num_nodes,), generator=g),
-                                 train_idx=torch.arange(0, num_nodes, 2), num_classes=4)
 
 
 def pipeline_config(tmp_path, *overrides):
@@ -81,15 +73,6 @@ def stage_pids(source: AsyncBatches) -> list[int]:
     return [p.pid for p in source.processes.values()]
 
 
-def assert_gone(pids, timeout=5.0):
-    procs = []
-    for pid in pids:
-        try:
-            procs.append(psutil.Process(pid))
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    assert not alive, f"processes left behind: {alive}"
 
 
 # -- the parts ----------------------------------------------------------------------------------
@@ -284,23 +267,8 @@ def stats_ok(source) -> bool:
 
 # -- end to end: the same losses as serial ------------------------------------------------------
 
-def tensorboard_losses(out_dir) -> list[float]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    events = EventAccumulator(str(out_dir))
-    events.Reload()
-    return [e.value for e in events.Scalars("batch/loss")], events.Tags()["scalars"]
 
 
-def train_both(tmp_path, *overrides):
-    runs = {}
-    for mode, extra in (("serial", []), ("async", ["pipeline.pace.interval=3"])):
-        out = tmp_path / mode
-        # every batch's loss, to compare them one by one; evaluation through the pipeline too
-        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", "trainer.log_every=1",
-                          "trainer.inference=sampled", *extra, *overrides))
-        losses, tags = tensorboard_losses(out)
-        runs[mode] = (json.loads((out / "metrics.json").read_text()), losses, tags, out)
-    return runs["serial"], runs["async"]
 
 
 def assert_same_training(serial, piped):
@@ -401,17 +369,6 @@ def test_a_run_left_half_way_reports_a_wait_fraction_within_0_and_1(tmp_path):
 
 # -- interrupts ---------------------------------------------------------------------------------
 
-def shm_names(pids) -> set[str]:
-    """The /dev/shm files these processes have mapped (named semaphores, shared segments)."""
-    names = set()
-    for pid in pids:
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            continue
-        names.update(line.split()[-1] for line in maps.splitlines()
-                     if "/dev/shm/" in line and not line.endswith("(deleted)"))
-    return names
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one
@@ -419,9 +376,9 @@ def test_an_interrupt_swallowed_by_a_finalizer_still_stops_the_epoch(tmp_path):
     """The flaky SIGINT test's cause: a signal whose handler runs inside a weakref callback (the
     pipeline returns batch buffers from those) raises there, and Python drops the exception. The
     loop must stop at its next batch all the same."""
-    from conveyor.trainer.interrupts import stop_on_signals
-    from conveyor.trainer.loop import train_epoch
-    from conveyor.trainer.models import build_model
+    from conveyor.trainer.loop.epoch import train_epoch
+    from conveyor.trainer.loop.interrupts import stop_on_signals
+    from conveyor.trainer.models.sampled import build_model
 
     graph, cfg = feature_graph(), pipeline_config(tmp_path)
     serial = serial_twin(cfg, graph)
@@ -500,7 +457,7 @@ def test_the_same_seed_gives_the_losses_recorded_before_the_layout_change(tmp_pa
 
 
 def test_the_pipelines_semaphores_carry_the_trainers_pid(pipeline):
-    """So that the next run can sweep them by name if this one is killed (trainer/leftovers.py)."""
+    """So that the next run can sweep them by name if this one is killed (trainer/outputs/leftovers.py)."""
     graph, source, _ = pipeline
     list(source.run([graph.train_idx[:4]], 0))  # started
     stages = source.stages

@@ -4,9 +4,9 @@ for other pairs, and each file names a real pair."""
 import pytest
 
 from conveyor.compose import CONF
-from conveyor.trainer.models import build_model
+from conveyor.trainer.models.sampled import build_model
 from conveyor.usage import option_files
-from tests.configs import make_config
+from tests.helpers import make_config
 
 PLANETOID = ("cora", "citeseer", "pubmed")
 
@@ -36,8 +36,9 @@ def test_gat_is_velickovic_et_al_s(data, lr, weight_decay, epochs, out_heads):
     assert (s.trainer.lr, s.trainer.weight_decay, s.trainer.epochs) == (lr, weight_decay, epochs)
     assert s.model._target_ == "torch_geometric.nn.GAT"
     built = build_model(s.model, 100, 7, 2).gnn
-    assert type(built).__module__ == ("conveyor.trainer.gat" if out_heads else "torch_geometric.nn.models.basic_gnn")
-    assert built.convs[-1].heads == (1 if out_heads else 8)  # out_heads builds trainer/gat.py's GAT
+    expected = "conveyor.trainer.models.gat" if out_heads else "torch_geometric.nn.models.basic_gnn"
+    assert type(built).__module__ == expected
+    assert built.convs[-1].heads == (1 if out_heads else 8)  # out_heads builds trainer/models/gat.py's GAT
 
 
 def test_the_command_line_wins_and_other_pairs_are_untouched():
@@ -50,12 +51,12 @@ def test_the_command_line_wins_and_other_pairs_are_untouched():
 
 
 def test_the_one_head_gat_is_pygs_but_its_output_layer():
-    """conveyor.trainer.gat.GAT: PyG's GAT (its parameters but the last layer's, by name and shape)
+    """conveyor.trainer.models.gat.GAT: PyG's GAT (its parameters but the last layer's, by name and shape)
     with one output head, its output width out_channels."""
     import torch
     from torch_geometric.nn import GAT as PyGGAT
 
-    from conveyor.trainer.gat import GAT
+    from conveyor.trainer.models.gat import GAT
     ours, pygs = GAT(20, 64, 2, 7, heads=8, dropout=0.6), PyGGAT(20, 64, 2, 7, heads=8, dropout=0.6)
     shapes = lambda m: {k: tuple(v.shape) for k, v in m.state_dict().items()}  # noqa: E731
     assert {k: v for k, v in shapes(ours).items() if k.startswith("convs.0")} == \

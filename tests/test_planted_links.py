@@ -7,12 +7,11 @@ import os
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.files import write_atomically
-from conveyor.trainer.outdir import LOCK_FILE, lock_out_dir
+from conveyor.core import ConveyorError
+from conveyor.trainer.outputs.files import write_atomically
+from conveyor.trainer.outputs.outdir import LOCK_FILE, lock_out_dir
 from conveyor.trainer.run import train
-from tests.configs import make_config
-from tests.test_cli import assert_clear_error, launch
+from tests.helpers import assert_clear_error, launch, make_config
 
 VICTIM = b"someone else's file\n"
 
@@ -116,7 +115,7 @@ def test_a_link_in_the_hydra_folder_is_refused(tmp_path, data_root):
 
 def test_a_link_where_the_partitions_go_is_refused_and_no_side_folder_is_predictable(tmp_path):
     from conveyor.partition.partitioner import ensure_partitioned
-    from tests.graphs import random_graph
+    from tests.helpers import random_graph
     graph = random_graph(200, 2000, seed=1)
     graph.train_idx = torch.arange(0, 200, 2)
     victim = plant(tmp_path / "parts", tmp_path)

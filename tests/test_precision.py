@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.precision import resolve_precision
+from conveyor.core import ConveyorError
+from conveyor.trainer.loop.precision import resolve_precision
 from conveyor.trainer.run import train
-from tests.configs import make_config
+from tests.helpers import make_config
 
 
 def test_auto_is_tf32_on_cuda_and_32_on_cpu():

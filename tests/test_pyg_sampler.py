@@ -5,7 +5,7 @@ import torch
 import torch_geometric.typing as pyg_typing
 
 from conveyor.samplers import build_sampler
-from tests.graphs import power_law_graph, star_graph
+from tests.helpers import power_law_graph, star_graph
 
 pytestmark = pytest.mark.skipif(not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE),
                                 reason="needs pyg-lib or torch_sparse (the `pyg` extra)")

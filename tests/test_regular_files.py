@@ -1,4 +1,4 @@
-"""Every file conveyor reads is checked to be a regular file first (partition/regular.py): a
+"""Every file conveyor reads is checked to be a regular file first (core/regular.py): a
 named pipe, a device such as /dev/zero or a folder in a file's place is refused by name at once,
 never read (a FIFO would block forever, /dev/zero never ends)."""
 import os
@@ -9,10 +9,11 @@ import pytest
 import torch
 
 import conveyor
-from conveyor.partition import ConveyorError, load_dataset
+from conveyor.core import ConveyorError
+from conveyor.partition import load_dataset
 from conveyor.partition.datasets.planetoid import RAW_SUFFIXES
-from conveyor.trainer.checkpoint import CHECKPOINT, load_checkpoint
-from tests.test_bad_input import launch
+from conveyor.trainer.outputs.checkpoint import CHECKPOINT, load_checkpoint
+from tests.helpers import launch
 
 pytestmark = pytest.mark.timeout(60)  # a regression hangs: fail it instead of the suite
 

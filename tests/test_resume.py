@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.checkpoint import CHECKPOINT
+from conveyor.core import ConveyorError
+from conveyor.trainer.outputs.checkpoint import CHECKPOINT
 from conveyor.trainer.run import train
-from tests.configs import make_config
+from tests.helpers import make_config
 
 
 @pytest.fixture

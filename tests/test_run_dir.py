@@ -14,9 +14,8 @@ from conveyor.partition import load_dataset
 from conveyor.partition.datasets.common import STAGING_PREFIX
 from conveyor.partition.partitioner import ensure_partitioned
 from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX, semaphores_named_after_this_process
-from conveyor.trainer.leftovers import sweep_leftovers
-from tests.configs import REPO
-from tests.test_cli import assert_clear_error, launch
+from conveyor.trainer.outputs.leftovers import sweep_leftovers
+from tests.helpers import REPO, assert_clear_error, launch
 
 
 def dead_pid() -> int:
@@ -55,7 +54,7 @@ def test_a_second_run_into_a_busy_out_dir_is_refused_and_the_first_is_intact(tmp
 
 
 def test_default_run_names_started_together_differ():
-    script = ("from tests.configs import make_config; "
+    script = ("from tests.helpers import make_config; "
               "print(make_config('data=cora').run.out_dir)")
     procs = [subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
                               text=True) for _ in range(2)]
@@ -140,7 +139,7 @@ def test_names_no_process_can_own_stop_no_sweep_and_are_kept(tmp_path, monkeypat
     """#29: one file named conveyor-ranks-99999999999999999999.x in $TMPDIR (or a .staging-<huge>
     folder beside a cache) stopped every run with an OverflowError. Such names are not ours: kept,
     and a dead process's leftover beside them is still swept."""
-    from conveyor.partition.leftovers import sweep_dead
+    from conveyor.core.leftovers import sweep_dead
     tmp, dead = tmp_path / "tmp", dead_pid()
     hostile = [tmp / "conveyor-ranks-99999999999999999999.x", tmp / "conveyor-ranks-4294967296",
                tmp / "conveyor-ranks-0.x", tmp / "conveyor-ranks--1.x", tmp / f"{STAGING_PREFIX}{10**30}.c.d"]

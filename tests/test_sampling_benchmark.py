@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
-from tests.configs import REPO
+from tests.helpers import REPO
 
 
 def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_root):
     out = tmp_path / "sampling.json"
-    cmd = [sys.executable, "benchmarks/sampling.py", "--samplers", "bsp,bsp-previous,dgl", "--threads", "1,2",
+    cmd = [sys.executable, "-m", "benchmarks.sampling", "--samplers", "bsp,bsp-previous,dgl", "--threads", "1,2",
            "--scale", "0.002", "--data-root", str(data_root), "--fanouts", "5,5", "--batch-sizes", "64,256",
            "--batches", "2", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)

@@ -13,8 +13,7 @@ from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.cores import idle_cores, usable_cores
 from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import SampledBatch
-from tests.test_extension import DoubledFeatures
-from tests.test_pipeline import feature_graph
+from tests.helpers import DoubledFeatures, feature_graph
 
 
 class ThreadCounter:

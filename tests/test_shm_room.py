@@ -5,7 +5,8 @@ import shutil
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError, Graph
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
 from conveyor.pipeline.sharing import share_graph
 from conveyor.pipeline.shm import SHM, check_shm_room
 

@@ -1,11 +1,11 @@
 """Sizes that cannot fit are refused with the estimate at the config check, before any data is
-read or memory allocated (trainer/sizes.py)."""
+read or memory allocated (trainer/models/sizes.py)."""
 import pytest
 import torch
 
-from conveyor.partition import ConveyorError
-from conveyor.trainer.sizes import COPIES, check_model_size, device_memory, least_model_bytes
-from tests.test_bad_input import launch, refusal
+from conveyor.core import ConveyorError
+from conveyor.trainer.models.sizes import COPIES, check_model_size, device_memory, least_model_bytes
+from tests.helpers import launch, refusal
 
 
 def test_the_bound_counts_hidden_and_class_weights_four_times():

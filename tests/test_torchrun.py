@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conveyor.trainer.distributed import train_distributed
-from tests.configs import REPO, make_config
+from conveyor.trainer.distributed.ranks import train_distributed
+from tests.helpers import REPO, make_config
 
 RUN = ["data=cora", "run.device=cpu", "trainer.epochs=2", "trainer.batch_size=32", "run.seed=0",
        "trainer.progress=false"]

@@ -1,19 +1,9 @@
 """End-to-end training through the real config and trainer, on real (Planetoid) and synthetic data."""
-import json
 
 import pytest
 
 from conveyor.trainer.run import train
-from tests.configs import make_config
-from tests.graphs import write_custom_dataset
-
-
-def run(tmp_path, name, *overrides):
-    cfg = make_config(f"run.out_dir={tmp_path / name}", *overrides)
-    result = train(cfg)
-    metrics = json.loads((tmp_path / name / "metrics.json").read_text())
-    assert result.final == metrics["final"] and result.history == metrics["epochs"]
-    return result.final, metrics
+from tests.helpers import make_config, run, write_custom_dataset
 
 
 def test_sage_on_cora_reaches_079(tmp_path, data_root):
@@ -29,7 +19,7 @@ def test_metrics_and_checkpoints_record_which_conveyor_wrote_them(tmp_path, data
 
     import torch
 
-    from tests.configs import REPO
+    from tests.helpers import REPO
     _, metrics = run(tmp_path, "cora", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     assert metrics["conveyor"]["version"] == importlib.metadata.version("conveyor")
@@ -97,7 +87,7 @@ def test_same_seed_same_run_and_other_seed_differs(tmp_path, data_root):
 
 
 def test_out_dir_with_a_run_is_not_overwritten(tmp_path, data_root):
-    from conveyor.partition import ConveyorError
+    from conveyor.core import ConveyorError
     run(tmp_path, "once", "data=cora", f"data.root={data_root}", "trainer.epochs=1")
     before = (tmp_path / "once" / "checkpoints" / "last.pt").read_bytes()
     with pytest.raises(ConveyorError, match="run.resume=true"):

@@ -20,8 +20,7 @@ import pytest
 import torch
 
 from conveyor.partition import load_dataset, load_parts
-from tests.configs import REPO
-from tests.test_layout import users_project
+from tests.helpers import REPO, users_project
 
 pytestmark = pytest.mark.slow
 PACKAGES = ("conveyor", "conveyor.trainer.run", "conveyor.partition", "conveyor.pipeline.stages", "conveyor.conf")

@@ -1,1 +1,0 @@
-"""conveyor's Hydra config groups (YAML); a package so that the wheel carries them as conveyor.conf."""

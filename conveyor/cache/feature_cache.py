@@ -1,0 +1,221 @@
+"""`FeatureCache`: a static cache of feature rows on the training device (PaGraph).
+
+Layout: `rows` holds the cached nodes' features, one row per slot, on the device; `slot` is a dense
+int32 map node id -> slot (-1: not cached) on the device, 4 bytes a node, so a lookup is one index
+operation instead of a hash probe. `features` is the full feature matrix in host memory.
+
+gather(n_id, out=None): look every id up in `slot`; one gather from `rows` on the device fills
+the output in n_id order (a miss gets slot 0's row as a placeholder); the misses are gathered
+from host memory into a reused staging buffer (pinned on CUDA), copied in one transfer and
+written over their placeholders. The output is a new tensor, or `out` (the pipeline's loader
+passes a view of the slot the batch travels in, so the features are written once). Duplicate ids
+are served (and counted) once per occurrence. The function ends with the device idle (one stream
+synchronisation), so its time is real and its output can be handed to another process.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from conveyor.cache.memory import cache_budget
+from conveyor.core import ConveyorError
+
+FILL_CHUNK_BYTES = 64 << 20  # fill the cache in pieces, so no full-size copy sits in host memory
+
+
+class FeatureCache:
+    def __init__(self, features: Tensor, ranking: Optional[Tensor], device: torch.device,
+                 policy: str, auto: bool = False, reserve: int = 0, prefetch: int = 0):
+        self.features = features  # host, in the cache's dtype
+        self.ranking = ranking  # node ids, best first (None: cache nothing)
+        self.device = device
+        self.policy = policy
+        self.auto = auto
+        self.reserve = reserve
+        self.prefetch = prefetch
+        self.fit_info: dict = {}
+        self.rows = torch.empty(0, self.feature_dim, dtype=self.dtype, device=device)
+        self.slot: Optional[Tensor] = None  # allocated only when something is cached
+        self._staging: Optional[Tensor] = None
+        self._last: dict = {}
+        self.reset_stats()
+
+    # -- shape ----------------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return self.features.size(0)
+
+    @property
+    def feature_dim(self) -> int:
+        return self.features.size(1)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.features.dtype
+
+    @property
+    def row_bytes(self) -> int:
+        return self.feature_dim * self.features.element_size()
+
+    @property
+    def capacity_nodes(self) -> int:
+        return self.rows.size(0)
+
+    @property
+    def cached_bytes(self) -> int:
+        return self.capacity_nodes * self.row_bytes
+
+    @property
+    def map_bytes(self) -> int:
+        return 0 if self.slot is None else self.slot.numel() * self.slot.element_size()
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    # -- filling --------------------------------------------------------------------------------
+    def resize(self, num_nodes: int) -> int:
+        """Cache the first `num_nodes` nodes of the ranking (fewer if the ranking is shorter)."""
+        k = 0 if self.ranking is None else max(0, min(int(num_nodes), self.ranking.numel()))
+        if k == self.capacity_nodes:
+            return k
+        # Free the old cache before allocating the new one: the device may not hold both.
+        self.rows, self.slot = self.rows.new_empty(0, self.feature_dim), None  # not a view
+        if k == 0:
+            return 0
+        keep = self.ranking[:k]
+        self.slot = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
+        self.slot[keep.to(self.device)] = torch.arange(k, dtype=torch.int32, device=self.device)
+        rows = torch.empty(k, self.feature_dim, dtype=self.dtype, device=self.device)
+        step = max(1, FILL_CHUNK_BYTES // max(self.row_bytes, 1))
+        for start in range(0, k, step):
+            rows[start:start + step] = self.features.index_select(0, keep[start:start + step])
+        self.rows = rows
+        return k
+
+    def fit_to_free_memory(self, peak_bytes: Optional[int] = None,
+                           prefetch: Optional[int] = None, batch_room: int = 0) -> int:
+        """For capacity 'auto': fill `total - peak - batch_room - reserve - prefetch` bytes of the
+        device with the best-ranked rows (see cache/__init__.py for when to call it); `batch_room`
+        is kept for batches larger than the peak's. A no-op returning the current size when the
+        capacity was given explicitly."""
+        if not self.auto:
+            return self.capacity_nodes
+        if prefetch is not None:
+            self.prefetch = int(prefetch)
+        budget, self.fit_info = cache_budget(self.device, self.reserve, self.prefetch, peak_bytes,
+                                             held=self.cached_bytes + self.map_bytes,
+                                             batch_room=int(batch_room))
+        map_cost = self.num_nodes * 4  # the int32 slot map comes out of the same budget
+        k = (budget - map_cost) // max(self.row_bytes, 1) if budget > map_cost else 0
+        k = self.resize(min(k, self.num_nodes))
+        self.fit_info["capacity_nodes"] = k
+        return k
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def gather(self, n_id, out: Optional[Tensor] = None) -> Tensor:
+        """features[n_id] on the device, in the cache's dtype, whatever is cached; written into
+        `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given."""
+        start = time.perf_counter()
+        ids = self._check_n_id(n_id)
+        n, hits = ids.numel(), 0
+        if out is not None and (out.shape != (n, self.feature_dim) or out.dtype != self.dtype
+                                or out.device != self.rows.device or not out.is_contiguous()):
+            raise ValueError(f"gather: out must be a contiguous {(n, self.feature_dim)} {self.dtype} "
+                             f"tensor on {self.rows.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+        if self.slot is not None and n:
+            valid = (ids >= 0) & (ids < self.num_nodes)  # invalid ids become misses, which are
+            slots = self.slot[ids.clamp(0, self.num_nodes - 1)].masked_fill_(~valid, -1)  # checked
+            miss_pos = (slots < 0).nonzero().squeeze(1)
+            hits = n - miss_pos.numel()
+        if hits == 0:
+            out = self._from_host(ids, out)
+        else:
+            # One gather on the device for the hits (misses borrow slot 0 for now), then the
+            # misses, gathered on the host and copied in one transfer, overwrite their rows.
+            out = torch.index_select(self.rows, 0, slots.clamp(min=0), out=out)
+            if hits < n:
+                rows = self._host_rows(ids[miss_pos])
+                out.index_copy_(0, miss_pos, rows.to(self.device, non_blocking=True))
+        if self.on_cuda:
+            torch.cuda.current_stream(self.device).synchronize()
+        self._record(hits, n - hits, time.perf_counter() - start)
+        return out
+
+    def _check_n_id(self, n_id) -> Tensor:
+        n_id = torch.as_tensor(n_id)
+        if n_id.dim() != 1 or n_id.dtype.is_floating_point or n_id.dtype.is_complex \
+                or n_id.dtype == torch.bool:
+            raise ConveyorError(f"n_id must be a 1-D tensor of integer node ids, got shape "
+                                f"{tuple(n_id.shape)} and dtype {n_id.dtype}.")
+        return n_id.to(self.device, torch.long)
+
+    def _host_ids(self, ids: Tensor) -> Tensor:
+        ids = ids.cpu()
+        if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < self.num_nodes):
+            bad = ids[(ids < 0) | (ids >= self.num_nodes)]
+            raise ConveyorError(
+                f"n_id holds node ids outside 0..{self.num_nodes - 1} (e.g. {bad[:5].tolist()}); "
+                f"the batch and the cached features must come from the same graph or partition.")
+        return ids
+
+    def _host_rows(self, ids: Tensor) -> Tensor:
+        """features[ids] in the reused staging buffer (pinned on CUDA, so one DMA moves it)."""
+        ids = self._host_ids(ids)
+        buffer = self._staging_rows(ids.numel())
+        return torch.index_select(self.features, 0, ids, out=buffer)
+
+    def _from_host(self, ids: Tensor, out: Optional[Tensor]) -> Tensor:
+        """features[ids] on the device, in `out` or a new tensor (every id a miss)."""
+        if self.on_cuda:
+            rows = self._host_rows(ids)
+            return rows.to(self.device, non_blocking=True) if out is None else out.copy_(rows, non_blocking=True)
+        return torch.index_select(self.features, 0, self._host_ids(ids), out=out)  # never the staging buffer
+
+    def _staging_rows(self, k: int) -> Tensor:
+        # Reused between batches: pinning is slow, and on CPU fresh pages cost page faults. Safe
+        # because its rows are copied out before gather returns (synchronised on CUDA).
+        if self._staging is None or self._staging.size(0) < k:
+            self._staging = torch.empty(max(k, k * 5 // 4), self.feature_dim, dtype=self.dtype,
+                                        pin_memory=self.on_cuda)
+        return self._staging[:k]
+
+    # -- statistics -----------------------------------------------------------------------------
+    def _record(self, hits: int, misses: int, seconds: float) -> None:
+        self._last = {"hits": hits, "misses": misses, "hit_ratio": _ratio(hits, misses),
+                      "bytes_from_host": misses * self.row_bytes,
+                      "bytes_from_cache": hits * self.row_bytes, "gather_time_s": seconds}
+        for key in ("hits", "misses", "bytes_from_host", "bytes_from_cache", "gather_time_s"):
+            self._total[key] += self._last[key]
+        self._total["batches"] += 1
+
+    def reset_stats(self) -> None:
+        """Start a new epoch's counters."""
+        self._total = {"hits": 0, "misses": 0, "bytes_from_host": 0, "bytes_from_cache": 0,
+                       "gather_time_s": 0.0, "batches": 0}
+
+    def stats(self) -> dict:
+        """Counters since the last reset_stats(), plus the cache's size (all numbers)."""
+        total = dict(self._total)
+        total["hit_ratio"] = _ratio(total["hits"], total["misses"])
+        total.update(capacity_nodes=self.capacity_nodes, cached_bytes=self.cached_bytes,
+                     map_bytes=self.map_bytes,
+                     capacity_fraction=self.capacity_nodes / max(self.num_nodes, 1))
+        return total
+
+    def last_batch_stats(self) -> dict:
+        """hits, misses, hit_ratio, bytes_from_host, bytes_from_cache, gather_time_s of the last
+        gather (empty before the first)."""
+        return dict(self._last)
+
+    def __repr__(self) -> str:
+        return (f"FeatureCache({self.policy}: {self.capacity_nodes:,}/{self.num_nodes:,} nodes, "
+                f"{self.cached_bytes / 2**20:.1f} MiB of {self.dtype} on {self.device}"
+                f"{', auto' if self.auto else ''})")
+
+
+def _ratio(hits: int, misses: int) -> float:
+    return hits / (hits + misses) if hits + misses else 0.0

@@ -1,0 +1,24 @@
+"""What the entry points run once the settings are built and checked: the mode dispatch, above the
+modes so that imports run one way (modes -> compare, distributed -> run)."""
+from __future__ import annotations
+
+import os
+
+from conveyor.compare.comparison import compare
+from conveyor.settings import Settings
+from conveyor.trainer.distributed.ranks import train_distributed
+from conveyor.trainer.outputs.outdir import lock_out_dir, owns_out_dir
+from conveyor.trainer.run import train
+
+
+def run(settings: Settings):
+    """One training run, data-parallel ranks (run.world_size > 1, or under torchrun), or the
+    side-by-side comparison with PyG (mode=compare). run.out_dir is locked for the process's life
+    (the conveyor command took the lock already, before saving the config there: a no-op then)."""
+    if owns_out_dir():
+        lock_out_dir(settings.run.out_dir)
+    if settings.mode == "compare":
+        return compare(settings, settings.compare)
+    if settings.run.world_size > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1:  # or torchrun's
+        return train_distributed(settings)
+    return train(settings)

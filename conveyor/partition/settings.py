@@ -1,0 +1,105 @@
+"""The data's and the partitions' settings (`data.*`, `partition.*`), declared once
+(core/fields.py). A dataset with options of its own (synthetic, custom) has its own class,
+whose extra fields are exactly the options its loader takes."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from conveyor.core.fields import REQUIRED, Section, boolean, choice, declared, integer, number, setting, subset, text
+from conveyor.partition.datasets import DATASETS
+from conveyor.partition.partitioner import METHODS, SPLITS
+
+ROOT_ENV, DEFAULT_ROOT = "CONVEYOR_DATA_ROOT", "~/.cache/conveyor/data"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSettings(Section):
+    """What every dataset takes; the Planetoid and OGB datasets take nothing else."""
+    SECTION: ClassVar[str] = "data"
+    OPTIONS: ClassVar[dict] = {  # the config group's options (conf/data/*.yaml), for --help
+        "synthetic": "A products-shaped synthetic graph, generated on first use and cached under root (no "
+                     "download). scale=1.0 has ogbn-products' sizes (2,449,029 nodes, ~123.7M directed edges, "
+                     "100 features, 47 classes).",
+        "cora": "Planetoid cora, standard public split. Offline: python scripts/prepare_planetoid.py --root <root>",
+        "citeseer": "Planetoid citeseer, standard public split. Offline: python scripts/prepare_planetoid.py "
+                    "--root <root>",
+        "pubmed": "Planetoid pubmed, standard public split. Offline: python scripts/prepare_planetoid.py "
+                  "--root <root>",
+        "arxiv": "ogbn-arxiv (OGB official split); downloaded by ogb into root when online.",
+        "products": "ogbn-products (OGB official split); downloaded by ogb into root when online (~1.4 GB).",
+        "papers100m": "ogbn-papers100M (OGB official split); ~57 GB download, needs ~100 GB of host memory.",
+        "custom": "Your own graph: data.path=DIR holding edge_index, x, y, train_idx, val_idx, test_idx (.npy "
+                  "or .pt). The format: partition/datasets/custom.py.",
+        "memory": "A graph handed over in Python: conveyor.fit(graph_or_data, ...) (conveyor/fit.py). Nothing "
+                  "is loaded; the graph's own x, y and splits are used."}
+
+    name: str = setting(REQUIRED, "the dataset (the option chosen in group data)", choice(DATASETS))
+    root: Optional[str] = setting(None, f"the datasets' folder (and their partitions'); null: ${ROOT_ENV}, "
+                                        f"else {DEFAULT_ROOT}", text(nullable=True))
+    normalize_features: bool = setting(False, "true: each node's features divided by their sum (PyG's "
+                                              "NormalizeFeatures)", boolean())
+
+    def root_folder(self) -> str:
+        """`root`, or where it points by default: $CONVEYOR_DATA_ROOT, else ~/.cache/conveyor/data."""
+        return os.path.expanduser(self.root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+    def options(self) -> dict:
+        """The options of this dataset's loader (`load_dataset(name, root, **options)`)."""
+        return {f.name: getattr(self, f.name) for f in declared(self) if f.name not in COMMON}
+
+
+COMMON = tuple(f.name for f in declared(DataSettings))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticData(DataSettings):
+    scale: float = setting(0.02, "nodes and edges as a fraction of ogbn-products' (0.02: ~49K nodes)",
+                           number(0, 64, low_open=True))
+    seed: int = setting(0, "the generator's seed: another seed, another graph (each cached)", integer())
+    num_features: int = setting(100, "feature columns (a noisy signal of the class)", integer(1))
+    num_classes: int = setting(47, "planted classes, with homophily", integer(2))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CustomData(DataSettings):
+    path: str = setting(REQUIRED, "the folder of your arrays (required)", text(hint="the folder of your arrays"))
+    undirected: bool = setting(False, "true: add the reverse of every edge (e.g. a citation graph stored one "
+                                      "way)", boolean())
+    num_classes: Optional[int] = setting(None, "null: one more than the largest label in y",
+                                         integer(2, nullable=True, hint="null: one more than the largest label"))
+
+
+DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData}  # any other dataset: DataSettings
+
+
+def data_settings(name) -> type:
+    """The settings class of dataset `name`."""
+    return DATA_SETTINGS.get(name, DataSettings)
+
+
+def dataset_options(name: str) -> tuple:
+    """The options dataset `name`'s loader takes."""
+    return tuple(f.name for f in declared(data_settings(name)) if f.name not in COMMON)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionSettings(Section):
+    SECTION: ClassVar[str] = "partition"
+    OPTIONS: ClassVar[dict] = {  # the config group's options (conf/partition/*.yaml), for --help
+        "pagraph": "PaGraph's streaming greedy: each training node goes to the part that already holds most of "
+                   "its L-hop in-neighbourhood's training nodes, weighed against the part's size; counts "
+                   "differ by <= 1.",
+        "random": "Training nodes dealt to the parts at random (counts differ by <= 1): the baseline.",
+        "metis": "METIS (pymetis, the `metis` extra) balancing nodes and training nodes, then rebalanced so "
+                 "that training counts differ by <= 1."}
+
+    method: str = setting(REQUIRED, "how run.world_size > 1 splits the graph into self-reliant parts, one per "
+                                    "rank, each holding the L-hop in-neighbourhood (L = len(sampler.fanouts)) "
+                                    "of the nodes it owns (the option chosen in group partition)", choice(METHODS))
+    dir: Optional[str] = setting(None, "where the parts are kept (null: under data.root)", text(nullable=True))
+    seed: int = setting(0, "stream order, tie-breaks and rebalancing", integer())
+    splits: list = setting(list(SPLITS), "splits given to the parts with their neighbourhoods; drop test when "
+                                         "it is most of the graph (products: 90%) to keep the parts small",
+                           subset(SPLITS))

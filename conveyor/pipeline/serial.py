@@ -1,0 +1,84 @@
+"""`pipeline=serial`: sample, then gather, batch after batch, in the calling process.
+
+A batch source turns a list of seed tensors into `PreparedBatch`es (sampled subgraph + gathered
+features + labels, on the training device). AsyncBatches (source.py) does the same in separate
+processes and must yield the same batches in the same order. Both take the same arguments
+(`conveyor.pipeline.batch_source`; docs/design.md §2.6).
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator, List, Optional
+
+import torch
+from torch import Tensor
+
+from conveyor.partition import Graph
+from conveyor.pipeline.batch import (
+    WARMUP_BATCHES,
+    BatchCost,
+    PreparedBatch,
+    built,
+    device_labels,
+    feature_stats,
+    reseed,
+    seed_labels,
+    synchronize,
+)
+from conveyor.pipeline.cores import torch_threads
+from conveyor.pipeline.memory import BatchPeak, batch_room
+from conveyor.pipeline.phases import PhaseSamplers, check_phase, gathers_features
+
+
+class SerialBatches:
+    def __init__(self, graph: Graph, sampler, features, device, batch_ratio: float = 1.0,
+                 sampling_threads: Optional[int] = None):
+        """`sampler`: a sampler (`sample(seeds)`) or a spec of one (`build(graph, device)`, e.g.
+        samplers.SamplerSpec); `features`: a feature source (`gather(n_id)`, e.g. a FeatureCache)
+        or a spec of one (cache.CacheSpec); `batch_ratio`: the run's largest batch over its
+        training batch (memory.py), so an auto cache leaves room for it; `sampling_threads`:
+        torch's CPU threads while sampling (the trainer's own are kept for training), or None:
+        the trainer's."""
+        self.device = torch.device(device)
+        self.samplers, self.cache = PhaseSamplers(sampler, graph, self.device), built(features, graph, self.device)
+        self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
+        self.batches_done = 0
+        self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
+        self.sampling_threads = sampling_threads
+
+    def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
+        """As AsyncBatches.run (`phase`: pipeline/phases.py; no TensorBoard series here)."""
+        sampler, features = self.samplers.for_phase(check_phase(phase)), gathers_features(phase)
+        reseed(sampler, sampler_seed)
+        for seeds in seed_batches:
+            self.peak.start()
+            if self.batches_done == WARMUP_BATCHES and callable(getattr(self.cache, "fit_to_free_memory", None)):
+                self.cache.fit_to_free_memory(batch_room=batch_room(self.peak.bytes(), self.batch_ratio))
+            self.batches_done += 1
+            t0 = time.perf_counter()
+            with torch_threads(self.sampling_threads or torch.get_num_threads()):
+                batch = sampler.sample(seeds)
+            batch = batch.to(self.device)
+            synchronize(self.device)
+            t1 = time.perf_counter()
+            before = feature_stats(self.cache)
+            x = self.cache.gather(batch.n_id) if features else no_features(self.cache, self.device)
+            y = seed_labels(self.labels, batch)
+            synchronize(self.device)
+            cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, feature_stats(self.cache))
+            yield PreparedBatch(batch, x, y, cost)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "SerialBatches":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def no_features(cache, device) -> torch.Tensor:
+    """A batch's x when its phase gathers none: no rows, the cache's width and dtype."""
+    return torch.empty(0, cache.feature_dim, dtype=cache.dtype, device=device)
+

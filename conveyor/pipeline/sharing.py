@@ -1,0 +1,100 @@
+"""How the stage processes get the trainer's graph without copying it.
+
+A graph loaded from disk (`Graph.load(dir, mmap=True)`, what every cached dataset returns) is a
+memory map of `dir/graph.pt`: each stage process maps the same file again and the page cache holds
+one copy for all of them. Any other tensor (built in memory, or converted after loading) is moved
+to shared memory once, before the processes start, and travels as a file descriptor.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from torch import Tensor
+
+from conveyor.partition import Graph
+from conveyor.partition.graph import TENSOR_FIELDS
+from conveyor.pipeline.shm import check_shm_room
+
+SAVED_FILE = "graph.pt"
+
+
+@dataclass
+class GraphHandle:
+    """What a stage process needs to open the trainer's graph (picklable, no graph data inside
+    except file descriptors of shared-memory tensors)."""
+    directory: Optional[str]  # a saved graph the `mapped` fields are read from
+    mapped: Tuple[str, ...]
+    shared: Dict[str, Tensor] = field(default_factory=dict)
+    num_classes: Optional[int] = None
+    name: str = "graph"
+
+    def open(self) -> Graph:
+        tensors = dict(self.shared)
+        if self.mapped:
+            saved = Graph.load(self.directory, mmap=True)
+            tensors.update({f: getattr(saved, f) for f in self.mapped})
+        return Graph(**tensors, num_classes=self.num_classes, name=self.name)
+
+
+def share_graph(graph: Graph) -> GraphHandle:
+    """A handle to `graph` for other processes (moves the tensors that are not file-mapped into
+    shared memory, in place)."""
+    maps = _file_maps()
+    directory, mapped = None, ()
+    origin = _file_offset(maps, graph.indptr)
+    if origin is not None and Path(origin[0]).name == SAVED_FILE:
+        directory = str(Path(origin[0]).parent)
+        saved = Graph.load(directory, mmap=True)
+        maps = _file_maps()  # now with the second mapping of the file
+        mapped = tuple(f for f in TENSOR_FIELDS
+                       if _same_tensor(maps, getattr(graph, f), getattr(saved, f)))
+    moved = [f for f in TENSOR_FIELDS if f not in mapped and getattr(graph, f) is not None]
+    check_shm_room(sum(_bytes(getattr(graph, f)) for f in moved if not getattr(graph, f).is_shared()))
+    shared = {f: getattr(graph, f).share_memory_() for f in moved}
+    return GraphHandle(directory, mapped, shared, graph.num_classes, graph.name)
+
+
+def _bytes(tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:
+    """Whether `a` is exactly the tensor `b` the file holds: same bytes of the same file, read as
+    the same shape and dtype."""
+    if a is None or b is None or a.numel() == 0:
+        return False
+    where = _file_offset(maps, a)
+    return (where is not None and where == _file_offset(maps, b) and a.dtype == b.dtype
+            and a.shape == b.shape and a.stride() == b.stride())
+
+
+def _file_maps() -> list:
+    """(start, end, file offset, path) of this process's file-backed memory maps, by start address
+    (Linux /proc/self/maps; empty elsewhere, so every tensor is shared instead)."""
+    try:
+        lines = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return []
+    maps = []
+    for line in lines:
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith("(deleted)"):
+            start, end = (int(v, 16) for v in parts[0].split("-"))
+            maps.append((start, end, int(parts[2], 16), parts[5]))
+    maps.sort()
+    return maps
+
+
+def _file_offset(maps, tensor: Optional[Tensor]) -> Optional[Tuple[str, int]]:
+    """(file, byte offset) that `tensor`'s data is mapped from, or None if it is not file-mapped."""
+    if tensor is None or tensor.is_cuda or tensor.numel() == 0:
+        return None
+    ptr = tensor.data_ptr()
+    i = bisect.bisect_right(maps, (ptr, float("inf"))) - 1
+    if i < 0 or not maps[i][0] <= ptr < maps[i][1]:
+        return None
+    start, _, offset, path = maps[i]
+    return path, offset + ptr - start

@@ -1,0 +1,167 @@
+"""`AsyncBatches`: the batch source of `pipeline=async` (TurboGNN, PaGraph).
+
+    trainer (this process) --jobs--> sampler process --sampled--> loader process --ready--> trainer
+
+While the trainer computes batch i, the loader gathers batch i+1 and the sampler samples batch i+2
+(or further ahead, as the pace controller allows). `run(seed_batches, sampler_seed)` yields
+exactly the PreparedBatches SerialBatches would, in the same order: one sampler process, reseeded
+per run, and FIFO queues. So the same seed gives the same losses in both modes.
+
+A PreparedBatch here is a set of views into two recycled slots of the pipeline (slots.py): n_id
+and the edges in the sampler's, x and y in the loader's, each written there once (stages.py).
+Both slots go back to their producers once the trainer has dropped every tensor of the batch
+(transport.py). A caller that keeps batches must copy them; one that keeps all of them at once
+gets an error, not a hang.
+
+The class ties the pipeline's parts together, one job each: the processes and queues
+(processes.py), faults and stalls (watch.py), the batch transport (transport.py), statistics,
+TensorBoard and pacing (monitor.py), CUDA MPS shares (mps.py).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator, List
+
+import torch
+from torch import Tensor
+
+from conveyor.pipeline.batch import WARMUP_BATCHES, PreparedBatch
+from conveyor.pipeline.guard import check_main_guard
+from conveyor.pipeline.memory import BatchPeak
+from conveyor.pipeline.monitor import PipelineMonitor, Scalars
+from conveyor.pipeline.mps import MPSShares
+from conveyor.pipeline.phases import check_phase, series
+from conveyor.pipeline.processes import QUEUES, StageProcesses
+from conveyor.pipeline.settings import PipelineSettings
+from conveyor.pipeline.sharing import share_graph
+from conveyor.pipeline.shutdown import signals_held
+from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
+from conveyor.pipeline.transport import BatchReceiver
+from conveyor.pipeline.watch import PipelineError, StageWatch
+from conveyor.samplers import SampledBatch
+
+log = logging.getLogger("conveyor")
+
+__all__ = ["AsyncBatches", "PipelineError"]
+
+
+class AsyncBatches:
+    """Sampler and loader processes feeding this (the trainer's) process; see the module doc and
+    `conveyor.pipeline.batch_source` for the arguments."""
+
+    def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
+                 recorder=None):
+        check_main_guard()  # before anything is spawned: an unguarded script would start it again
+        self.settings = settings
+        self.device = torch.device(device)
+        self.graph = share_graph(graph)
+        self.work = {"sampler": SamplerWork(sampler, settings.superbatch),
+                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots)}
+        self.mps = MPSShares(self.device, settings.mps)
+        self.scalars = Scalars(recorder)
+        self.monitor = PipelineMonitor(settings, self.scalars)
+        self.peak = BatchPeak(self.device)
+        self.job = 0
+        self._closed = False
+        self._start()
+
+    def _start(self) -> None:
+        self.stages = StageProcesses(self.graph, self.device, self.settings, self.work, self.mps.percentages)
+        self.watch = StageWatch(self.stages, self.settings.stall_timeout_s)
+        self.receiver = BatchReceiver(self.stages, self.watch, self.settings.slots)
+        self.monitor.watch(self.stages.control)
+        self.monitor.percentages = self.mps.percentages
+
+    @property
+    def processes(self) -> dict:
+        """The stage processes by name (sampler, loader)."""
+        return self.stages.processes
+
+    def close(self) -> None:
+        """Stop the stage processes (also after an error or an interrupt); idempotent."""
+        with signals_held():
+            if self._closed:
+                return
+            self._closed = True
+            self.stages.stop()
+        s = self.stats()
+        if s["batches"]:
+            log.info("pipeline: %d batches, trainer waited %.1f%% of the time, IPC %.2f ms a batch "
+                     "(%.2f%% of an iteration)", s["batches"], 100 * s["trainer_wait_fraction"],
+                     1e3 * s["ipc_s_per_batch"], 100 * s["ipc_fraction"])
+
+    def __enter__(self) -> "AsyncBatches":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def stats(self) -> dict:
+        """Totals over every run so far (the benchmark reads them)."""
+        return self.monitor.stats()
+
+    def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
+        """The prepared batches of `seed_batches`, in order (the sampler is reseeded first).
+        `phase` (pipeline/phases.py: "train", "eval", "layerwise", "layerwise-hidden") picks the
+        sampler and whether features are gathered, and the TensorBoard series: `pipeline/` for
+        training batches, stepped like `batch/loss`, and `pipeline_eval/` with its own step."""
+        if self._closed:
+            raise RuntimeError("AsyncBatches.run() called after close()")
+        if self.mps.restart_due:
+            self.mps.restart_due = False
+            log.debug("pipeline: restarting the stage processes with their MPS SM shares")
+            self.stages.stop()
+            self._start()
+        self.job += 1
+        self.scalars.phase = series(check_phase(phase))
+        self.stages.submit(self.job, seed_batches, sampler_seed, phase)
+        return self._batches(self.job, len(seed_batches))
+
+    def _batches(self, job: int, count: int) -> Iterator[PreparedBatch]:
+        last = time.perf_counter()
+        for index in range(count):
+            if job != self.job:
+                raise RuntimeError("this run() was abandoned: a later run() call replaced it (the "
+                                   "pipeline serves one run at a time)")
+            depths = {q: self.stages.control.depth(q) for q in QUEUES}  # what waits as the trainer asks
+            message, waited = self.receiver.receive(job)
+            if message.index != index:
+                raise PipelineError(f"pipeline: batch {message.index} arrived where batch {index} "
+                                    f"was due; the stages lost their order (a bug).")
+            start = time.perf_counter()
+            batch, held_bytes = self._prepared(message)
+            ipc_s = message.cost.ipc_s + time.perf_counter() - start
+            given = time.perf_counter()
+            self.peak.start()  # before the first batch trains (later calls do nothing)
+            yield batch
+            del batch
+            self._trained(message, depths, waited, ipc_s, time.perf_counter() - given, held_bytes)
+            now = time.perf_counter()  # wall time per batch: a run left half-way counts right
+            self.monitor.totals["wall_s"] += now - last
+            last = now
+        if count >= self.settings.pace.interval:
+            self.monitor.log_run(count)
+
+    def _prepared(self, message: BatchMessage) -> tuple[PreparedBatch, int]:
+        """The batch of `message` as views of its slots, leased until its tensors are gone."""
+        views = self.receiver.unpack(message)
+        batch = PreparedBatch(SampledBatch.from_tensors(views, message.counts), views["x"], views["y"], message.cost)
+        self.receiver.lease([(q, slot) for q, (slot, _) in message.slots.items()], list(views.values()))
+        return batch, sum(v.numel() * v.element_size() for v in views.values())
+
+    def _trained(self, message: BatchMessage, depths: dict, waited: float, ipc_s: float, train_s: float,
+                 held_bytes: int) -> None:
+        """The trainer is done with a batch: tell the loader the memory a training batch took
+        (before the WARMUP_BATCHES-th counts as trained: an auto cache is sized then), count it,
+        measure it."""
+        control = self.stages.control
+        if control["trained"] + 1 == WARMUP_BATCHES:
+            control["batch_bytes"] = self.peak.bytes()
+        control.add("trained")
+        shares = self.mps.measure(message.cost.sample_s, message.cost.gather_s, train_s)
+        if shares:
+            self.monitor.percentages = self.mps.percentages
+            for stage, percent in shares.items():
+                self.scalars.add(f"mps_percent/{stage}", percent)
+        self.monitor.account(message, depths, waited, ipc_s, train_s, held_bytes)

@@ -1,0 +1,69 @@
+"""Stage 1: seeds -> L-hop message-flow graph (`SampledBatch`). Imports only `partition`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conveyor.core import ConveyorError
+from conveyor.core.names import require_own_name
+from conveyor.partition import Graph
+from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.protocol import Sampler, SamplerRecipe
+from conveyor.samplers.settings import SAMPLERS, SamplerSettings
+
+require_own_name(__name__, "conveyor.samplers")
+
+
+def resolve_sampler_name(name: str, device) -> str:
+    """`name`, or for `auto` the sampler for `device`: `bsp`, on CPU and (for now) on CUDA too.
+    `fused` becomes the CUDA default once the GPU validation suite (benchmarks/gpu/) has passed
+    on a GPU with its results committed: until then it has only run under Triton's CPU
+    interpreter and compiled for sm_90, so it is opt-in."""
+    del device  # the choice will depend on it again once fused is validated
+    return "bsp" if str(name) == "auto" else str(name)
+
+
+def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
+                  deterministic: bool = SamplerSettings.deterministic, once: bool = False):
+    """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
+    `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
+    batches, at the cost of a few sorts per batch. `once` (bsp only): each node draws at one hop
+    only, as PyG samples, for conveyor.NeighborLoader's batches (the other samplers' batches
+    are cut to the same form there)."""
+    name = resolve_sampler_name(name, device)
+    if name == "bsp":
+        from conveyor.samplers.bsp import BSPSampler
+        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once)
+    if name == "pyg":
+        from conveyor.samplers.pyg import PyGSampler
+        return PyGSampler(graph, fanouts, device=device, seed=seed)
+    if name == "fused":
+        from conveyor.samplers.fused import FusedSampler
+        return FusedSampler(graph, fanouts, device=device, seed=seed, deterministic=deterministic)
+    raise ConveyorError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)} "
+                        f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    """A sampler as a recipe: what `build_sampler` takes but the graph and the device. Small and
+    picklable, so the pipeline's sampler stage builds the sampler itself, over its own view of the
+    shared graph (nothing of the graph is pickled)."""
+    name: str  # bsp | fused | pyg (or auto: resolved on the device it is built on)
+    fanouts: list
+    seed: int = 0
+    deterministic: bool = SamplerSettings.deterministic
+    once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)
+
+    @classmethod
+    def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
+        """The sampler `settings` describe on `device` (auto resolved), seeded by `seed` (run.seed)."""
+        return cls(resolve_sampler_name(settings.name, device), [int(f) for f in settings.fanouts], int(seed),
+                   settings.deterministic)
+
+    def build(self, graph: Graph, device):
+        return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
+                             deterministic=self.deterministic, once=self.once)
+
+
+__all__ = ["SAMPLERS", "SampledBatch", "Sampler", "SamplerRecipe", "SamplerSettings", "SamplerSpec", "build_sampler",
+           "resolve_sampler_name"]

@@ -1,0 +1,141 @@
+"""`bsp`: one hop at a time with vectorised torch ops (CPU or CUDA). The reference semantics.
+
+At hop h every node of N_{h-1} draws min(deg, fanout) distinct in-neighbours uniformly without
+replacement (Floyd's algorithm, vectorised over the nodes), the new ones are appended to n_id in
+ascending id order, and a dense global->local map (reset after each batch, so the cost is
+O(batch), not O(graph)) relabels the edges.
+
+The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
+give the same ascending ids, so the batches are bit for bit the same either way): few sampled
+neighbours against a large graph are sorted (`torch.unique`, O(E log E)); many are marked in a
+dense bitmap over the node ids, read back in order (`nonzero`: O(num_nodes), but no sort and no
+masked select). `BITMAP_FROM` is where the bitmap starts to win. Gathers are `index_select`
+(several times faster than `tensor[index]` on CPU), and each hop's edges are written in place.
+Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
+(kept int32 for it).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from conveyor.partition import Graph
+from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
+
+# The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours: measured on
+# the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
+BITMAP_FROM = 10
+
+
+def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, owner: Tensor):
+    """Write the positions and owners of every edge of the nodes `few` into `pos` and `owner`."""
+    deg_few = deg.index_select(0, few)
+    rep = torch.repeat_interleave(deg_few)  # each edge's index into `few`
+    # Edge k of the run belongs to few[rep[k]], at its start + (k - the run's first edge).
+    shift = start.index_select(0, few).sub_(torch.cumsum(deg_few, 0).sub_(deg_few))
+    torch.index_select(shift, 0, rep, out=pos).add_(torch.arange(rep.numel(), device=start.device))
+    torch.index_select(few, 0, rep, out=owner)
+
+
+def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
+    """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
+    step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
+    step, scaled to [0, j] and clamped, a collision taking j itself."""
+    m = deg.numel()
+    picks = torch.empty(fanout, m, dtype=torch.long, device=deg.device)
+    j = deg - fanout  # step i draws uniformly from [0, j], j = deg - fanout + i
+    span = (j + 1).double()
+    for i in range(fanout):
+        t = torch.rand(m, generator=generator, device=deg.device, dtype=torch.float64).mul_(span).long()
+        torch.minimum(t, j, out=t)
+        if i:
+            torch.where((picks[:i] == t).any(0), j, t, out=picks[i])
+        else:
+            picks[0] = t
+        j.add_(1)
+        span.add_(1)
+    return picks
+
+
+def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator):
+    """Draw min(deg, fanout) distinct edge positions per node. Returns (positions, edges): edges a
+    [2, E] buffer whose row 1 holds each position's owner (index into the nodes) and row 0 is for
+    the caller. Low-degree nodes keep every neighbour (first, in node order), then come the
+    high-degree ones' draws, node by node."""
+    take_all = deg <= fanout
+    few = take_all.nonzero().squeeze(1)
+    many = (~take_all).nonzero().squeeze(1)
+    num_few = int(deg.index_select(0, few).sum())
+    pos = torch.empty(num_few + many.numel() * fanout, dtype=torch.long, device=deg.device)
+    edges = torch.empty(2, pos.numel(), dtype=torch.long, device=deg.device)
+    take_every_neighbour(start, deg, few, pos[:num_few], edges[1, :num_few])
+    if many.numel():  # (fanout -1: never) draws, `fanout` steps
+        picks = floyd_picks(deg.index_select(0, many), fanout, generator)
+        torch.add(start.index_select(0, many)[:, None], picks.t(), out=pos[num_few:].view(-1, fanout))
+        edges[1, num_few:].view(-1, fanout).copy_(many[:, None].expand(-1, fanout))
+    return pos, edges
+
+
+class BSPSampler:
+    name = "bsp"
+
+    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False):
+        """`once`: each node draws only at the hop after the one that first reached it, as PyG's
+        NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
+        (the message-flow graphs of docs/design.md §2.2, which the trainer's models read)."""
+        self.device = torch.device(device)
+        self.once = once
+        self.num_nodes = graph.num_nodes
+        # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
+        # 168 steps a hop on cora, not 100000 for sampler.fanouts=[100000].
+        max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
+        self.indptr = graph.indptr.to(self.device)
+        self.indices = graph.indices.to(self.device)
+        # int32 (node ids fit: graph.indices is int32): half the bytes of the random reads and
+        # writes into this num_nodes-long map, the main cost of small batches on a large graph.
+        self.local = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
+        self.marked = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> None:
+        self.generator.manual_seed(int(seed))
+
+    def new_nodes(self, nbrs: Tensor, known: Tensor) -> Tensor:
+        """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64."""
+        if nbrs.numel() * BITMAP_FROM < self.num_nodes:
+            return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
+        self.marked.index_fill_(0, nbrs.long(), True)
+        self.marked.index_fill_(0, known, False)
+        new = self.marked.nonzero().squeeze(1)
+        self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
+        return new
+
+    def sample(self, seeds) -> SampledBatch:
+        seeds = check_seeds(seeds, self.num_nodes).to(self.device)
+        n_id, count = seeds, seeds.numel()
+        self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
+        counts, edges = [count], []
+        for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently (not once)
+            first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
+            start = self.indptr.index_select(0, n_id[first:])
+            deg = self.indptr.index_select(0, n_id[first:] + 1).sub_(start)
+            pos, hop = sample_positions(start, deg, fanout, self.generator)
+            if first:
+                hop[1] += first
+            nbrs = self.indices.index_select(0, pos)
+            new = self.new_nodes(nbrs, n_id)
+            self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
+                                                        device=self.device))
+            count += new.numel()
+            n_id = torch.cat([n_id, new])
+            counts.append(count)
+            hop[0].copy_(self.local.index_select(0, nbrs))
+            edges.append(hop)
+        self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
+        return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges)
+
+    def sample_many(self, seed_list):
+        return [self.sample(s) for s in seed_list]

@@ -1,0 +1,141 @@
+"""What the settings' own declarations cannot check, because it depends on this machine: the
+device, the world size, a writable out_dir, the data's folders, an importable model class. The
+entry point (conveyor/config.py) runs it once, after building the settings, before any data is
+loaded."""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from conveyor.core import ConveyorError
+from conveyor.core.device import resolve_device
+from conveyor.core.errors import one_line
+from conveyor.partition.datasets import check_root
+from conveyor.partition.datasets.custom import check_folder
+from conveyor.trainer.models.sizes import check_model_size
+from conveyor.trainer.outputs.outdir import owns_out_dir
+from conveyor.trainer.settings import ModelSettings, TrainingSettings
+
+CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes into
+
+
+def check_machine(settings: TrainingSettings) -> None:
+    device = resolve_device(settings.run.device)
+    check_world_size(settings.run.world_size, device)
+    if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
+        check_out_dir(Path(settings.run.out_dir))
+    check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
+                     len(settings.sampler.fanouts), device)
+    check_data_paths(settings.data)
+    check_model_target(settings.model)
+
+
+def check_world_size(world_size: int, device: torch.device) -> None:
+    """One rank per GPU, or per CPU core: more ranks than that only thrash (and each holds a
+    copy of the model and a partition, so memory grows with them)."""
+    if device.type == "cuda":
+        most, what = torch.cuda.device_count(), "CUDA device(s)"
+    else:
+        most, what = len(os.sched_getaffinity(0)), "CPU core(s) available to this process"
+    if world_size > most:
+        raise ConveyorError(f"run.world_size={world_size} but this machine has {most} {what}, one "
+                            f"per rank; lower run.world_size to at most {most}.")
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an out_dir the run could not write its checkpoints into, before an epoch is lost."""
+    check_name_lengths(out_dir)  # first: a longer name fails every look at the path with an OSError
+    try:  # a symlink loop reads as "does not exist" below, then fails the lock and Hydra's mkdir
+        out_dir.resolve(strict=False)
+    except (OSError, RuntimeError) as error:  # RuntimeError before Python 3.13, ELOOP after
+        raise ConveyorError(f"run.out_dir={out_dir} cannot be followed ({error}); fix or remove "
+                            f"the symbolic link, or choose another run.out_dir.") from None
+    for path in (out_dir, out_dir / CHECKPOINTS):
+        if path.exists() and not path.is_dir():
+            raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
+                                f"run.out_dir, or move the file away.")
+    folders = (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
+    existing, missing, error = probe_write(folders)
+    if error is None:
+        return
+    attempt = f"making {missing}" if missing else f"writing a file in {existing}"
+    special = (" (the file system there takes no new folders, as /proc does)"
+               if error.errno == errno.ENOENT else "")
+    raise ConveyorError(f"run.out_dir={out_dir} is not writable: {attempt} fails with "
+                        f"{error.strerror or error} (errno {error.errno}){special}; choose a "
+                        f"run.out_dir you can write to, or fix the permissions of {existing}.") from None
+
+
+def check_name_lengths(out_dir: Path) -> None:
+    """Refuse a folder name longer than the file system it falls on takes (NAME_MAX, 255 bytes
+    on most), each measured against the deepest folder of the path that exists."""
+    folder = Path(out_dir.absolute().anchor)
+    most = os.pathconf(folder, "PC_NAME_MAX")
+    for name in out_dir.absolute().parts[1:]:
+        if len(os.fsencode(name)) > most:
+            raise ConveyorError(f"run.out_dir={out_dir} has a folder name of {len(os.fsencode(name))} "
+                                f"bytes ({name[:40]}...), but the file system at {folder} takes names "
+                                f"of at most {most} bytes; choose a shorter run.out_dir.")
+        folder = folder / name
+        if folder.is_dir():
+            most = os.pathconf(folder, "PC_NAME_MAX")
+
+
+def probe_write(folders: tuple) -> tuple:
+    """(existing, missing, error): the deepest of `folders` that exists, the one to make in it,
+    and the OSError writing there meets (None: writable). Tried again when another run's probe
+    (torchrun agents start together) removed that folder meanwhile."""
+    for _ in range(3):
+        existing = next(p for p in folders if p.exists())
+        missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
+        try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
+            try_write(existing, missing)
+            return existing, missing, None
+        except OSError as caught:
+            error = caught
+            if not isinstance(error, FileNotFoundError) or existing.exists():
+                break
+    return existing, missing, error
+
+
+def try_write(existing: Path, missing: Path | None) -> None:
+    """Make the folder `missing` in `existing` as the run will, and remove it again; or, with
+    every folder there, write a file into `existing`. Raises the OSError the run would meet."""
+    if missing is None:
+        with tempfile.TemporaryFile(dir=existing):
+            return
+    try:
+        missing.mkdir()
+    except FileExistsError:  # made meanwhile (another run starting): writable
+        return
+    with contextlib.suppress(OSError):  # another run put its lock in meanwhile: it is theirs
+        missing.rmdir()
+
+
+def check_data_paths(data) -> None:
+    """The folders the data is read from or kept in, named with what they must be before any
+    work (the loader reads them only after the out_dir is set up)."""
+    if data.root is not None or data.name not in ("custom", "memory"):  # those two read no root
+        check_root(data.root if data.root is not None else data.root_folder())
+    if data.name == "custom":
+        check_folder(data.path)
+
+
+def check_model_target(model: ModelSettings) -> None:
+    """Name a `model._target_` that does not import before the data loads: the model itself is
+    built after it (trainer/models/adapter.py), as it needs the feature and class counts."""
+    if model._target_ is None:
+        return
+    from hydra.utils import get_object  # a class, or a function that returns a module
+    try:
+        get_object(str(model._target_))
+    except Exception as error:  # Hydra's wrapper; its cause says what failed to import
+        reason = one_line(str(error.__cause__ or error))
+        raise ConveyorError(f"model._target_={model._target_} cannot be imported ({reason}) Give "
+                            f"a class as module.Class, e.g. torch_geometric.nn.GAT, whose module "
+                            f"is importable (on PYTHONPATH).") from None

@@ -1,0 +1,85 @@
+"""Layer-wise full-neighbour inference, as PyG's and DGL's ogbn-products examples evaluate
+(PyG: `model.inference(x_all, subgraph_loader)`): layer 1's output for every node that needs it,
+in batches over all their in-neighbours, then layer 2's from those, and so on. No sampling: the
+figures are exact, and equal to a sampled evaluation with every fanout -1.
+
+A model can be evaluated so when it has `num_layers` and `inference_per_layer(layer, x,
+edge_index, batch_size)` (PyG's `BasicGNN` names): layer `layer` from the features `x` of its
+sources (its targets first) to its first `batch_size` targets. conveyor's models and
+`PerHopGNN` have both (their `forward` runs through it; a bare PyG `BasicGNN` is run through
+`PerHopGNN`); a module of your own may add them. A model whose `inference_per_layer` also takes
+`degree` gets the whole graph's in-degree of each row of `x` (trainer/models/gcn.py): GCN's
+normalisation then reads whole-graph degrees, and the output is a full-graph forward's
+(tests/test_layerwise_exact.py), though a source's in-edges are not in the batch.
+
+Cost: layer i runs only on the nodes within L - i hops of the evaluated ones, each batch with all
+their in-edges. Only one batch is on the device at a time; each layer's output waits in host
+memory (nodes x hidden x 4 bytes: ~2.5 GB for ogbn-products at hidden 256), as in PyG's example.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+from tqdm import tqdm
+
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
+from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.gcn import graph_degree, takes_degree
+
+
+def can_run_layerwise(model: nn.Module) -> bool:
+    return callable(getattr(model, "inference_per_layer", None)) and isinstance(
+        getattr(model, "num_layers", None), int)
+
+
+def resolve_inference(name: str, model: nn.Module) -> str:
+    """`trainer.inference` for this model: `auto` is layerwise when the model can, else sampled;
+    an explicit `layerwise` the model cannot run is refused."""
+    if can_run_layerwise(model):
+        return "sampled" if name == "sampled" else "layerwise"
+    if name == "layerwise":
+        raise ConveyorError(
+            f"trainer.inference=layerwise, but the model ({type(model).__name__}) cannot be "
+            f"evaluated layer by layer: it needs an int attribute `num_layers` and a method "
+            f"`inference_per_layer(layer, x, edge_index, batch_size)` returning layer `layer`'s "
+            f"output for the first batch_size rows of x (PyG's BasicGNN names; docs/design.md, "
+            f"the trainer). Add them, or use trainer.inference=sampled (or auto).")
+    return "sampled"
+
+
+@torch.no_grad()
+def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
+                     device: torch.device, autocast=nullcontext,
+                     feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | PipelinePlan | None = None,
+                     progress: bool = False, num_layers: int | None = None) -> Tensor:
+    """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
+    layer over every in-neighbour. `feature_dtype`: round the input features through it first,
+    as the feature cache does during training (cache.dtype). `plan`: the batches, kept from an
+    earlier call over the same nodes (trainer/loop/plan.py); `progress`: a tqdm bar over them.
+    `num_layers`: only the first ones (the nodes' embeddings after them), instead of all."""
+    model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
+    model.eval()
+    plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
+    degree = graph_degree(graph) if takes_degree(model, model.inference_per_layer) else None
+    inputs = outputs = graph.x  # layer 1 reads the features, by global id
+    for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+        if batch.start == 0:  # a new layer: its input is the previous layer's output
+            inputs, outputs = outputs, None
+        if batch.x is not None:  # gathered by the pipeline, through the cache (in its dtype already)
+            x = batch.x.to(device).float()
+        else:
+            x = inputs[batch.rows]
+            x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
+        extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
+        with autocast():
+            out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)
+        out = out.float().cpu()
+        if outputs is None:
+            outputs = torch.empty(plan.targets[batch.layer].numel(), out.size(1))
+        outputs[batch.start:batch.start + batch.num_dst] = out
+    return outputs[torch.searchsorted(plan.targets[-1], nodes)]

@@ -1,0 +1,123 @@
+"""The batches of a layer-wise pass (trainer/loop/layerwise.py): drawn and gathered by the async
+pipeline's stage processes (PipelinePlan), or, with `pipeline=serial`, sampled in this process
+once and kept for the run (LayerwisePlan).
+
+Every evaluation of a run walks the same nodes through the same batches: the targets of each layer
+(the nodes within L - i hops of the evaluated ones) and, for each batch of them, all their
+in-edges, relabelled to the batch's own ids. Relabelling (a `unique` over each batch's sources)
+was half of an evaluation's time on the default run; a kept plan pays it once, at the first
+evaluation (drawn as it goes). A plan is kept when its edges fit `KEEP_EDGES` (int32 on the host: ~8 bytes an edge,
+~400 MB at the limit); a bigger one (ogbn-products, papers100m) is drawn again each time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, List, Optional
+
+import torch
+from torch import Tensor
+
+from conveyor.partition import Graph
+from conveyor.partition.expansion import in_neighbour_chunks
+from conveyor.samplers import build_sampler
+
+KEEP_EDGES = 50_000_000  # graph edges x layers
+
+
+@dataclass
+class LayerBatch:
+    layer: int
+    start: int  # the first target's position among the layer's targets
+    n_id: Tensor  # global ids of the batch's nodes, its targets first
+    rows: Tensor  # each node's row in the layer's input: n_id on layer 0, else its position among the previous targets
+    edge_index: Tensor  # local ids, row 0 sources, row 1 targets
+    num_dst: int
+    x: Optional[Tensor] = None  # layer 0: n_id's features as the pipeline gathered them (else read by rows)
+
+
+def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
+    """[nodes within `hops` hops of `nodes` (along in-edges), ..., within 1 hop, `nodes`], each
+    ascending: the targets of each layer when the last layer's targets are `nodes`."""
+    inside = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    inside[nodes] = True
+    sets, frontier = [inside.nonzero().flatten()], nodes
+    for _ in range(hops):
+        before = inside.clone()
+        for neighbours, _ in in_neighbour_chunks(graph, frontier):
+            inside[neighbours] = True
+        frontier = (inside & ~before).nonzero().flatten()  # only new nodes have unread in-edges
+        sets.append(inside.nonzero().flatten())
+    return sets[::-1]
+
+
+def batch_count(targets: List[Tensor], batch_size: int) -> int:
+    """The batches of a layer-wise pass: each layer's targets in batches of `batch_size`."""
+    return sum(-(-wanted.numel() // batch_size) for wanted in targets)
+
+
+class LayerwisePlan:
+    """The targets of each layer for `nodes` and their batches of `batch_size` targets; iterating
+    gives the LayerBatches in order, layer by layer."""
+
+    def __init__(self, graph: Graph, nodes: Tensor, num_layers: int, batch_size: int):
+        self.graph, self.nodes, self.batch_size = graph, nodes, batch_size
+        self.targets = reached_nodes(graph, torch.unique(nodes), num_layers - 1)
+        self.keep = graph.num_edges * num_layers <= KEEP_EDGES
+        self.kept: List[LayerBatch] | None = None  # after the first whole pass, when self.keep
+
+    def __len__(self) -> int:
+        return batch_count(self.targets, self.batch_size)
+
+    def __iter__(self) -> Iterator[LayerBatch]:
+        if self.kept is None:
+            return self.draw_and_keep() if self.keep else self.draw()
+        return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.edge_index.long(), b.num_dst) for b in self.kept)
+
+    def draw_and_keep(self) -> Iterator[LayerBatch]:
+        """The first pass draws the batches as it goes (its progress bar counts the drawing too)."""
+        kept = []
+        for batch in self.draw():
+            kept.append(self.compact(batch))
+            yield batch
+        self.kept = kept
+
+    def draw(self) -> Iterator[LayerBatch]:
+        full = build_sampler("bsp", self.graph, [-1])  # one hop, every in-neighbour: no random draws
+        for layer, wanted in enumerate(self.targets):
+            for start in range(0, wanted.numel(), self.batch_size):
+                batch = full.sample(wanted[start:start + self.batch_size])
+                (edge_index, _num_src, num_dst), = batch.layers()
+                rows = batch.n_id if layer == 0 else torch.searchsorted(self.targets[layer - 1], batch.n_id)
+                yield LayerBatch(layer, start, batch.n_id, rows, edge_index, num_dst)
+
+    @staticmethod
+    def compact(batch: LayerBatch) -> LayerBatch:
+        """Kept in int32 where ids fit (they do below 2^31 nodes): half the memory."""
+        narrow = torch.int32 if batch.n_id.numel() < 2 ** 31 else torch.int64
+        return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, batch.edge_index.to(narrow), batch.num_dst)
+
+
+class PipelinePlan:
+    """The same batches as LayerwisePlan, drawn and gathered by the run's async batch source while
+    this process computes (pipeline/phases.py: its stage processes take every in-neighbour of
+    each batch's targets, one hop, and gather layer 0's features through the cache). The targets
+    are found once, here; the batches are drawn again each pass, off this process."""
+
+    def __init__(self, source, graph: Graph, nodes: Tensor, num_layers: int, batch_size: int):
+        self.source, self.batch_size = source, batch_size
+        self.targets = reached_nodes(graph, torch.unique(nodes), num_layers - 1)
+
+    def __len__(self) -> int:
+        return batch_count(self.targets, self.batch_size)
+
+    def __iter__(self) -> Iterator[LayerBatch]:
+        for layer, wanted in enumerate(self.targets):
+            seeds = list(wanted.split(self.batch_size))
+            prepared = self.source.run(seeds, 0, "layerwise" if layer == 0 else "layerwise-hidden")
+            for index, batch in enumerate(prepared):  # to its end: the source counts each batch done
+                (edge_index, _num_src, num_dst), = batch.batch.layers()
+                n_id = batch.batch.n_id.cpu()
+                rows = n_id if layer == 0 else torch.searchsorted(self.targets[layer - 1], n_id)
+                yield LayerBatch(layer, index * self.batch_size, n_id, rows, edge_index, num_dst,
+                                 batch.x if layer == 0 else None)
+

@@ -1,0 +1,181 @@
+"""The run's settings: the trainer's own sections (`run.*`, `trainer.*`, `model.*`, `compare.*`),
+declared once (core/fields.py), and `Settings`, every stage's section together, which the
+entry point (conveyor/config.py) builds from the composed config and checks as it does, once. The
+trainer hands each stage its own section: `settings.sampler` to the sampler, `settings.cache` to
+the cache, `settings.pipeline` to the batch source, `settings.data` to the loader.
+
+Importing this module loads no model code (PyG), so `--help` and the config check stay quick; the
+names the sections accept live here and the modules that use them import them from here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Dict, Optional
+
+from conveyor.cache.settings import CacheSettings
+from conveyor.core import ConveyorError
+from conveyor.core.fields import (
+    REQUIRED,
+    Rule,
+    Section,
+    boolean,
+    choice,
+    integer,
+    number,
+    section,
+    setting,
+    text,
+    unknown_key_message,
+)
+from conveyor.partition.settings import DataSettings, PartitionSettings
+from conveyor.pipeline.settings import PipelineSettings
+from conveyor.samplers.settings import SamplerSettings
+
+MODELS = ("sage", "gcn", "mlp")  # the built-in models (trainer/models/sampled.py)
+INFERENCE = ("auto", "layerwise", "sampled")  # trainer/loop/layerwise.py
+GCN_DEGREES = ("batch", "graph")  # trainer/models/gcn.py
+PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/loop/precision.py
+SCHEDULES = ("none", "cosine", "step", "plateau")  # trainer/loop/schedule.py
+OUT_DIR = "runs/${now:%Y-%m-%d_%H-%M-%S}_${data.name}_${model.name}_${run_id:}"  # resolved when composed
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings(Section):
+    SECTION: ClassVar[str] = "run"
+    seed: int = setting(0, "every random choice (batch order, sampling, dropout, init) derives from it", integer())
+    device: str = setting("auto", "auto (cuda when visible, else cpu) | cpu | cuda | cuda:N", text())
+    world_size: int = setting(1, "data-parallel ranks", integer(1))
+    out_dir: str = setting(OUT_DIR, "the run's own folder, locked while a run writes into it; run_id: the "
+                                    "process id", text(hint="the run's own folder"))
+    resume: bool = setting(False, "continue the run in run.out_dir from its last checkpoint", boolean())
+    dist_timeout_s: float = setting(300, "run.world_size > 1: a rank stuck this long in a collective fails "
+                                         "the job", number(0, low_open=True))
+
+    def check(self) -> None:  # `~` expanded once, here, so the lock, the checks and every write agree
+        object.__setattr__(self, "out_dir", os.path.expanduser(self.out_dir))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerSettings(Section):
+    SECTION: ClassVar[str] = "trainer"
+    epochs: int = setting(10, "passes over the training nodes", integer(1))
+    batch_size: int = setting(1024, "seed (training) nodes per mini-batch", integer(1))
+    eval_batch_size: int = setting(4096, "seed nodes per evaluation batch (validation and test)", integer(1))
+    eval_every: int = setting(1, "epochs between evaluations (the last epoch is always evaluated)",
+                              integer(1, hint="epochs between evaluations"))
+    inference: str = setting(
+        "auto", "how val/test are evaluated: layerwise (every in-neighbour, one layer at a time over the nodes "
+        "that need it, as PyG's and DGL's products examples: exact, their published figures; layer outputs wait "
+        "in host memory, one batch of eval_batch_size nodes on the device) | sampled (subgraphs at the training "
+        "fanouts: cheaper when val+test are a small part of a huge graph, e.g. papers100m) | auto: layerwise if "
+        "the model can, else sampled", choice(INFERENCE))
+    patience: Optional[int] = setting(
+        None, "early stopping: stop after this many evaluations without a better val acc; null or 0: off",
+        integer(0, nullable=True, hint="evaluations without a better val acc; null or 0: off"))
+    lr: float = setting(0.003, "Adam's learning rate", number(0, low_open=True))
+    weight_decay: float = setting(0.0, "Adam's L2 penalty", number(0))
+    lr_schedule: str = setting(
+        "none", "none | cosine (lr -> lr_min over the epochs) | step (x lr_gamma every lr_step_size epochs) | "
+        "plateau (x lr_gamma after lr_patience evaluations without a better val acc); torch.optim.lr_scheduler, "
+        "stepped after each epoch; fixed on resume", choice(SCHEDULES))
+    lr_min: float = setting(0.0, "cosine: the lr it anneals to; plateau: the lowest lr",
+                            number(0, hint="cosine: the final lr; plateau: the lowest"))
+    lr_step_size: int = setting(10, "step: epochs between decays", integer(1, hint="step: epochs between decays"))
+    lr_gamma: float = setting(0.1, "step, plateau: each decay multiplies the lr by this",
+                              number(0, 1, low_open=True, high_open=True, hint="the factor of each decay"))
+    lr_patience: int = setting(10, "plateau: evaluations without a better val acc before a decay",
+                               integer(0, hint="plateau: evaluations without a better val acc"))
+    progress: bool = setting(True, "tqdm progress bar", boolean())
+    precision: Any = setting("auto", "32 | tf32 | bf16-mixed (autocast; CPU too) | auto: tf32 on CUDA, 32 on CPU",
+                             Rule(f"one of {', '.join(PRECISIONS)}", lambda v: str(v) in PRECISIONS))
+    log_every: int = setting(50, "batches between reads of the loss from the device (progress bar, TensorBoard "
+                                 "batch/loss: the mean since the last read); the epoch's figures are exact "
+                                 "whatever it is", integer(1, hint="batches between reads of the loss from the "
+                                                                   "device"))
+
+    def check(self) -> None:
+        """What the per-key ranges cannot see: cosine and plateau go down to lr_min."""
+        if self.lr_schedule in ("cosine", "plateau") and self.lr_min >= self.lr:
+            raise ConveyorError(f"trainer.lr_schedule={self.lr_schedule} lowers the lr from trainer.lr={self.lr:g} "
+                                f"to trainer.lr_min={self.lr_min:g}, which is not lower; set trainer.lr_min "
+                                f"below trainer.lr (e.g. 0).")
+
+    @property
+    def largest_batch_ratio(self) -> float:
+        """The run's largest batch (training or evaluation) over its training batch, in seeds
+        (pipeline/memory.py: the room an auto cache leaves for it)."""
+        return max(self.eval_batch_size, self.batch_size) / self.batch_size
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings(Section):
+    """A built-in model (`name`), or any class (`_target_`), whose other keys are its own arguments
+    (`arguments`: the class checks them)."""
+    SECTION: ClassVar[str] = "model"
+    OPTIONS: ClassVar[dict] = {  # the config group's options (conf/model/*.yaml), for --help
+        "sage": "GraphSAGE (PyG SAGEConv, mean aggregation); one layer per fanout",
+        "gcn": "GCN (PyG GCNConv) on the sampled subgraph, with self-loops",
+        "mlp": "baseline that ignores the graph: the same depth over each node's own features",
+        "gat": "GAT: PyG's torch_geometric.nn.GAT, run layer by layer over the sampled hops "
+               "(trainer/models/adapter.py). "
+               "Any class works the same way: model._target_=my.module.Class (docs/design.md §5, the contract)."}
+
+    name: str = setting(REQUIRED, "the model (the option chosen in group model): sage, gcn or mlp, or any name "
+                                "for a model._target_", text())
+    hidden: int = setting(256, "hidden_channels: each hidden layer's width (GAT: over all heads)", integer(1))
+    dropout: float = setting(0.5, "between layers", number(0, 1, high_open=True))
+    input_dropout: float = setting(0.0, "on the raw features (the Planetoid YAMLs set 0.5)",
+                                   number(0, 1, high_open=True))
+    gcn_degrees: str = setting(
+        "batch", "GCN's normalisation in training: batch (GCNConv's own, over the batch's edges, as PyG's "
+        "NeighborLoader training) | graph (the whole graph's degrees: with every fanout -1, full-batch GCN "
+        "exactly, as Kipf and Welling train it). Layer-wise evaluation always reads the whole graph's "
+        "(trainer/models/gcn.py)", choice(GCN_DEGREES))
+    fast_dropout: bool = setting(True, "CPU dropout masks cut from 16-bit slices of random words "
+                                       "(trainer/models/dropout.py): torch's distribution with p to 1/65536, 3-4x "
+                                       "faster than F.dropout; false: "
+                                       "F.dropout's draws, as runs before it", boolean())
+    _target_: Optional[str] = setting(None, "the model class (module.Class, e.g. torch_geometric.nn.GAT), built "
+                                            "with in_channels, out_channels, num_layers, hidden_channels "
+                                            "(model.hidden) and the other model.* keys; null: the built-in name",
+                                      text(nullable=True, hint="a class, e.g. torch_geometric.nn.GAT"))
+    arguments: Dict[str, Any] = field(default_factory=dict)  # the _target_ class's own keys (heads, ...)
+
+    def check(self) -> None:
+        if self._target_ is None:
+            if self.arguments:
+                raise ConveyorError(unknown_key_message(f"model.{next(iter(self.arguments))}",
+                                                        [self.key(f.name) for f in dataclasses.fields(self)]))
+            problem = choice(MODELS).problem("model.name", self.name)
+            if problem:
+                raise ConveyorError(problem)
+            if self.gcn_degrees == "graph" and self.name != "gcn":
+                raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but "
+                                    f"model={self.name} is no GCN; use model=gcn, or leave model.gcn_degrees "
+                                    f"at batch.")
+
+    def to_dict(self) -> dict:
+        values = {**super().to_dict(), **self.arguments}
+        return values if self._target_ is not None else {k: v for k, v in values.items() if k != "_target_"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSettings(Section):
+    """Every section a training run reads, each checked as it was made; the trainer hands them out one
+    by one. The entry point's `conveyor.settings.Settings` adds what picks the mode."""
+    run: RunSettings = section(RunSettings)
+    trainer: TrainerSettings = section(TrainerSettings)
+    model: ModelSettings = section(ModelSettings)
+    data: DataSettings = section(DataSettings)
+    sampler: SamplerSettings = section(SamplerSettings)
+    cache: CacheSettings = section(CacheSettings)
+    partition: PartitionSettings = section(PartitionSettings)
+    pipeline: PipelineSettings = section(PipelineSettings)
+
+    def replace(self, **sections) -> "TrainingSettings":
+        """A copy with some sections' keys changed: `replace(run={"seed": 1})`."""
+        changed = {name: dataclasses.replace(getattr(self, name), **keys) if isinstance(keys, dict) else keys
+                   for name, keys in sections.items()}
+        return dataclasses.replace(self, **changed)

@@ -1,0 +1,320 @@
+"""What the test modules share: the run settings for tests (`make_config`), small graphs, a
+sampler's statistics, planted payloads, and the runners and models several test modules use. One
+module, so that no test module imports another."""
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+from torch import nn
+from torch_geometric.nn import GraphSAGE
+
+from conveyor.config import load_settings
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+from conveyor.samplers import SampledBatch
+from conveyor.trainer.run import train
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_config(*overrides: str):
+    """The `Settings` of a run with these overrides (checked: bad input raises its ConveyorError)."""
+    return load_settings(["trainer.progress=false", "run.device=cpu", *overrides])
+
+
+def random_graph(num_nodes=300, num_edges=3000, seed=0) -> Graph:
+    g = torch.Generator().manual_seed(seed)
+    return Graph.from_edge_index(torch.randint(0, num_nodes, (2, num_edges), generator=g), num_nodes)
+
+
+def power_law_graph(num_nodes=400, num_edges=6000, exponent=1.2, seed=0) -> Graph:
+    """Sources and destinations drawn with Zipf-like weights: a few hubs, many leaves."""
+    g = torch.Generator().manual_seed(seed)
+    weights = 1.0 / torch.arange(1, num_nodes + 1, dtype=torch.float64) ** exponent
+    src = torch.multinomial(weights, num_edges, replacement=True, generator=g)
+    dst = torch.multinomial(weights.flip(0), num_edges, replacement=True, generator=g)
+    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes)
+
+
+def star_graph(leaves=200) -> Graph:
+    """Node 0 is a hub pointing to and from every leaf."""
+    leaf = torch.arange(1, leaves + 1)
+    hub = torch.zeros_like(leaf)
+    return Graph.from_edge_index(torch.stack([torch.cat([leaf, hub]), torch.cat([hub, leaf])]), leaves + 1)
+
+
+def chain_graph(n=50) -> Graph:
+    """i -> i+1: every node has in-degree 1 except node 0 (in-degree 0)."""
+    return Graph.from_edge_index(torch.stack([torch.arange(n - 1), torch.arange(1, n)]), n)
+
+
+def with_isolated(graph: Graph, extra=20) -> Graph:
+    """The same edges plus `extra` nodes with no edge at all."""
+    return Graph.from_edge_index(graph.edge_index(), graph.num_nodes + extra)
+
+
+def complete_in_graph(degree=20, copies=1) -> Graph:
+    """`copies` disjoint fans: centre c * (degree + 1) has exactly the `degree` in-neighbours that
+    follow it, which have none. Sampling all centres at once gives `copies` independent draws."""
+    centre = torch.arange(copies).repeat_interleave(degree) * (degree + 1)
+    rank = torch.arange(degree).repeat(copies)
+    return Graph.from_edge_index(torch.stack([centre + 1 + rank, centre]), copies * (degree + 1))
+
+
+def write_custom_dataset(directory, num_nodes=50, **splits):
+    """A random graph as the custom dataset's arrays (edge_index, x, y, and the given splits)."""
+    import numpy as np
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    np.save(directory / "edge_index.npy", rng.integers(0, num_nodes, (2, 4 * num_nodes)))
+    np.save(directory / "x.npy", rng.normal(size=(num_nodes, 4)).astype(np.float32))
+    np.save(directory / "y.npy", rng.integers(0, 3, num_nodes))
+    for name, ids in splits.items():
+        np.save(directory / f"{name}.npy", np.asarray(ids, dtype=np.int64))
+    return directory
+
+
+class Payload:
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")  # runs on unpickling: creates the marker
+
+
+def plant(path: Path, marker: Path, as_torch_file: bool = True) -> Path:
+    """Write the payload to `path`: inside a torch zip file (as `torch.save` writes one), or as a
+    bare pickle (as the Planetoid raw files are)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if as_torch_file:
+        torch.save({"model": Payload(marker)}, path)
+    else:
+        path.write_bytes(pickle.dumps(Payload(marker)))
+    return path
+
+
+def neighbour_counts(sample_fn, graph: Graph, node: int, fanout: int, draws: int) -> torch.Tensor:
+    """How often each in-neighbour of `node` is drawn at hop 1 over `draws` independent batches."""
+    nbrs = graph.indices[graph.indptr[node]: graph.indptr[node + 1]].long()
+    counts = torch.zeros(graph.num_nodes, dtype=torch.long)
+    for _ in range(draws):
+        batch = sample_fn(torch.tensor([node]))
+        src = batch.edge_index_per_hop[0][0].cpu().long()
+        counts.index_add_(0, batch.n_id.cpu().long()[src], torch.ones_like(src))
+    return counts[nbrs]
+
+
+def fan_rank_counts(batch: SampledBatch, degree: int, hop: int = 1) -> torch.Tensor:
+    """On `complete_in_graph(degree, copies)`: how often each neighbour rank (0..degree-1) was drawn
+    at `hop` by the fan centres, summed over the copies."""
+    n_id = batch.n_id.cpu().long()
+    src, dst = batch.edge_index_per_hop[hop - 1].cpu().long()
+    centre = n_id[dst]
+    keep = centre % (degree + 1) == 0
+    rank = n_id[src[keep]] - centre[keep] - 1
+    return torch.bincount(rank, minlength=degree)
+
+
+BAD_SEEDS = [
+    (torch.tensor([1, 2, 2]), "unique"),
+    (torch.tensor([1, 400]), "0..299"),
+    (torch.tensor([-1, 2]), "0..299"),
+    (torch.tensor([[1, 2]]), "1-D"),
+    (torch.tensor([1.0, 2.0]), "integer"),
+]
+
+
+def fused_state_is_clean(sampler) -> bool:
+    """After a fused launch no node carries a mark and the task queue is empty: the next launch
+    starts clean."""
+    from conveyor.samplers import fused_kernel  # only once the test module has chosen the interpreter or not
+    return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())
+
+
+def launch(*args, timeout=600, env=None):
+    return subprocess.run([sys.executable, str(REPO / "launch.py"), "trainer.progress=false",
+                           "run.device=cpu", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env)
+
+
+def assert_clear_error(result, *words):
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("conveyor: error:"), result.stderr
+    for word in words:
+        assert word in message, (word, message)
+
+
+def run(tmp_path, name, *overrides):
+    cfg = make_config(f"run.out_dir={tmp_path / name}", *overrides)
+    result = train(cfg)
+    metrics = json.loads((tmp_path / name / "metrics.json").read_text())
+    assert result.final == metrics["final"] and result.history == metrics["epochs"]
+    return result.final, metrics
+
+
+def refusal(*overrides) -> str:
+    """The message a run with these overrides is refused with (composing or checking)."""
+    with pytest.raises(ConveyorError) as error:
+        make_config(*overrides)
+    return str(error.value)
+
+
+def write_custom(directory: Path, **arrays) -> Path:
+    """Arrays as .npy, tensors as .pt."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, value in arrays.items():
+        if isinstance(value, torch.Tensor):
+            torch.save(value, directory / f"{name}.pt")
+        else:
+            np.save(directory / f"{name}.npy", value)
+    return directory
+
+
+def shm_names(pids) -> set[str]:
+    """The /dev/shm files these processes have mapped (named semaphores, shared segments)."""
+    names = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        names.update(line.split()[-1] for line in maps.splitlines()
+                     if "/dev/shm/" in line and not line.endswith("(deleted)"))
+    return names
+
+
+def assert_gone(pids, timeout=5.0):
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    assert not alive, f"processes left behind: {alive}"
+
+
+def train_both(tmp_path, *overrides):
+    runs = {}
+    for mode, extra in (("serial", []), ("async", ["pipeline.pace.interval=3"])):
+        out = tmp_path / mode
+        # every batch's loss, to compare them one by one; evaluation through the pipeline too
+        train(make_config(f"pipeline={mode}", f"run.out_dir={out}", "trainer.log_every=1",
+                          "trainer.inference=sampled", *extra, *overrides))
+        losses, tags = tensorboard_losses(out)
+        runs[mode] = (json.loads((out / "metrics.json").read_text()), losses, tags, out)
+    return runs["serial"], runs["async"]
+
+
+def tensorboard_losses(out_dir) -> list[float]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(out_dir))
+    events.Reload()
+    return [e.value for e in events.Scalars("batch/loss")], events.Tags()["scalars"]
+
+
+def feature_graph(num_nodes=600, num_edges=6000, seed=0) -> Graph:
+    g = torch.Generator().manual_seed(seed)
+    weights = 1.0 / torch.arange(1, num_nodes + 1, dtype=torch.float64)  # a few hubs
+    src = torch.multinomial(weights, num_edges, replacement=True, generator=g)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=g)
+    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes,
+                                 x=torch.randn(num_nodes, 12, generator=g),
+                                 y=torch.randint(0, 4, (num_nodes,), generator=g),
+                                 train_idx=torch.arange(0, num_nodes, 2), num_classes=4)
+
+
+class OwnModel(nn.Module):
+    """A user's model: `forward(x, layers)`, one Linear per layer over mean-aggregated neighbours."""
+
+    def __init__(self, in_channels, out_channels, num_layers, hidden_channels=32, dropout=0.0):
+        super().__init__()
+        self.dropout = dropout
+        dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        self.lins = nn.ModuleList(nn.Linear(2 * a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x, layers):
+        for i, (lin, (edge_index, _num_src, num_dst)) in enumerate(zip(self.lins, layers)):
+            src, dst = edge_index
+            total = torch.zeros(num_dst, x.size(1)).index_add_(0, dst, x[src])
+            mean = total / torch.bincount(dst, minlength=num_dst).clamp(min=1).unsqueeze(1)
+            x = lin(torch.cat([x[:num_dst], mean], 1))
+            if i < len(self.lins) - 1:
+                x = nn.functional.dropout(x.relu(), self.dropout, self.training)
+        return x
+
+
+class OwnLayerwise(OwnModel):
+    """The user's model of test_adapter, with the two names layer-wise inference needs."""
+
+    @property
+    def num_layers(self):
+        return len(self.lins)
+
+    def inference_per_layer(self, layer, x, edge_index, batch_size):
+        src, dst = edge_index
+        total = torch.zeros(batch_size, x.size(1)).index_add_(0, dst, x[src])
+        mean = total / torch.bincount(dst, minlength=batch_size).clamp(min=1).unsqueeze(1)
+        x = self.lins[layer](torch.cat([x[:batch_size], mean], 1))
+        return x.relu() if layer < len(self.lins) - 1 else x
+
+
+class EdgeIndexSAGE(nn.Module):
+    """A user's own module written for PyG's loader: forward(x, edge_index)."""
+
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.gnn = GraphSAGE(in_channels, 32, 2, out_channels, dropout=0.5)
+
+    def forward(self, x, edge_index):
+        return self.gnn(x, edge_index)
+
+
+def skewed_graph(num_nodes=300, num_edges=3000, dim=16, dtype=torch.float32, seed=0) -> Graph:
+    """Power-law-ish sources (low ids far more often), random features with a fixed seed."""
+    gen = torch.Generator().manual_seed(seed)
+    src = (torch.rand(num_edges, generator=gen) ** 3 * num_nodes).long()
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    x = torch.randn(num_nodes, dim, generator=gen).to(dtype)
+    return Graph.from_edge_index(torch.stack([src, dst]), num_nodes, x=x,
+                                 train_idx=torch.arange(0, num_nodes, 3))
+
+
+class DoubledFeatures:
+    """Features of the user's own: every row twice `x`, gathered from host memory."""
+
+    def __init__(self, x: torch.Tensor):
+        self.rows = 2 * x
+        self.feature_dim, self.dtype = x.size(1), x.dtype
+        self.gathered = 0
+
+    def gather(self, n_id: torch.Tensor, out=None) -> torch.Tensor:
+        self.gathered += n_id.numel()
+        return torch.index_select(self.rows, 0, n_id.cpu(), out=out)
+
+    def stats(self) -> dict:
+        return {"hits": 0, "misses": self.gathered, "bytes_from_host": self.gathered * self.feature_dim * 4}
+
+
+SHADOWED = ("trainer", "cache", "pipeline", "samplers", "partition")
+
+
+def users_project(folder):
+    """A user's project folder: modules named like conveyor's stages and a conf/ of its own, each
+    failing loudly if conveyor ever read it."""
+    folder.mkdir(exist_ok=True)
+    for name in SHADOWED:
+        (folder / f"{name}.py").write_text(f"raise ImportError(\"the user's own {name}.py was imported\")\n")
+    (folder / "conf").mkdir(exist_ok=True)
+    (folder / "conf" / "config.yaml").write_text("defaults: [not_conveyors]\n")
+    return folder
