@@ -2,7 +2,7 @@
 graph, as a PyG user runs them.
 
 For each loader (conveyor's, default async pipeline; PyG's with `num_workers` as `mode=compare`'s
-reference sets them, `trainer.reference.pyg_workers("auto")`, persistent workers):
+reference sets them, `conveyor.compare.reference.pyg_workers("auto")`, persistent workers):
 - epoch 1: iterate one epoch of the training nodes (shuffled), each batch's x and y on the device
   (`batch.to(device)`): this epoch includes starting the loader's processes;
 - epoch 2: the same, warm: batches per second, the figure the ratio compares;

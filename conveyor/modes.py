@@ -7,16 +7,13 @@ import os
 from conveyor.compare.comparison import compare
 from conveyor.settings import Settings
 from conveyor.trainer.distributed.ranks import train_distributed
-from conveyor.trainer.outputs.outdir import lock_out_dir, owns_out_dir
 from conveyor.trainer.run import train
 
 
 def run(settings: Settings):
     """One training run, data-parallel ranks (run.world_size > 1, or under torchrun), or the
-    side-by-side comparison with PyG (mode=compare). run.out_dir is locked for the process's life
-    (the conveyor command took the lock already, before saving the config there: a no-op then)."""
-    if owns_out_dir():
-        lock_out_dir(settings.run.out_dir)
+    side-by-side comparison with PyG (mode=compare). The entry point locked run.out_dir already
+    (conveyor/cli.py's `checked`, before it saved the config there)."""
     if settings.mode == "compare":
         return compare(settings, settings.compare)
     if settings.run.world_size > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1:  # or torchrun's

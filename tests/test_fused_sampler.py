@@ -251,7 +251,7 @@ def test_the_variants_a_gpu_compiles_do_not_spill():
 
 def test_cpu_without_interpreter_is_a_clear_error():
     code = ("import os; os.environ.pop('TRITON_INTERPRET', None)\n"
-            "from conveyor.partition import ConveyorError\nfrom conveyor.samplers import build_sampler\n"
+            "from conveyor.core import ConveyorError\nfrom conveyor.samplers import build_sampler\n"
             "from tests.helpers import random_graph\n"
             "try:\n    build_sampler('fused', random_graph(), [5], device='cpu')\n"
             "except ConveyorError as e:\n    print(e)\n")

@@ -26,7 +26,7 @@ def host_reads(monkeypatch):
         original = getattr(torch.Tensor, name)
 
         def counting(self, *args, _original=original, _name=name, **kwargs):
-            if f"{REPO}/trainer/" in sys._getframe(1).f_code.co_filename:
+            if f"{REPO}/conveyor/trainer/" in sys._getframe(1).f_code.co_filename:
                 reads.append(_name)
             return _original(self, *args, **kwargs)
         monkeypatch.setattr(torch.Tensor, name, counting)

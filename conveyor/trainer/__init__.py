@@ -2,8 +2,10 @@
 ranks, the comparison with PyG). Imports partition, samplers, cache and pipeline; nothing imports
 it but launch.py.
 
-Entry points: `trainer.modes.run(settings)` (what the conveyor command calls) and
-`trainer.run.train(settings)`, given the `Settings` (trainer/settings.py) the entry point built.
+Entry point: `conveyor.trainer.run.train(settings)`, given the sections of the `Settings` the entry
+point built (`TrainingSettings`, trainer/settings.py); `conveyor.modes.run` calls it, or
+`trainer/distributed/ranks.py` in each DDP rank. Its rooms: `models/`, `loop/`, `outputs/`,
+`distributed/`.
 """
 from conveyor.core.names import require_own_name
 

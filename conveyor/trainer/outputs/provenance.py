@@ -7,7 +7,7 @@ import importlib.metadata
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]  # conveyor/trainer/outputs/provenance.py -> the checkout
 
 
 @functools.lru_cache(maxsize=1)
