@@ -1,0 +1,2 @@
+"""conveyor's benchmarks: each module is a command run from the repository root
+(`python -m benchmarks.<name>`); `benchmarks.gpu` is the GPU validation suite."""
