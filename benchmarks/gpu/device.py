@@ -30,6 +30,7 @@ failed or could not run, 143 when stopped by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -147,6 +148,16 @@ def run_command(ctx: Context, out: Path | None, timeout_s: float) -> int:
     return 1 if "failed" in statuses or "not run" in statuses else 0
 
 
+@contextlib.contextmanager
+def sigterm_held():
+    """SIGTERM waits until a record is whole: it arrives (as Stopped) after the block."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def run_steps(ctx: Context, outbox: Outbox) -> dict | None:
     """Every step in turn, each recorded (and sent to $OUT) as it ends; None when stopped."""
     results: dict = {}
@@ -154,14 +165,17 @@ def run_steps(ctx: Context, outbox: Outbox) -> dict | None:
         ctx.logs = []
         try:
             result = run_step(ctx, step, results)
+            with sigterm_held():
+                results[step.name] = record(ctx, outbox, step.name, result)
         except Stopped as stop:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: record what is done, undisturbed
-            result = {"status": "killed", "reason": f"the call was stopped ({stop}) during this step"}
-            record(ctx, outbox, step.name, result)
+            if step.name not in results:
+                record(ctx, outbox, step.name, {"status": "killed", "reason": f"the call was stopped ({stop}) "
+                                                "during this step"})
             outbox.finish(stopped=f"{stop} during {step.name}")
             return None
-        results[step.name] = record(ctx, outbox, step.name, result)
-    outbox.finish()
+    with sigterm_held():
+        outbox.finish()
     print("\n" + summary.write(ctx.results))
     print(f"{ctx.command}: " + ", ".join(f"{n} {r['status']}" for n, r in results.items()), flush=True)
     return results
