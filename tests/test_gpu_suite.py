@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 
 import psutil
 import pytest
@@ -53,6 +54,22 @@ def device_call(tree, out, data_root, command, **popen):
                             **popen)
 
 
+def carried_wheels(folder):
+    """A prepared folder as it travels in a call's carry, with one real wheel of a module nothing
+    here has: the env step must install it offline (pip --no-index --target) for the children."""
+    folder.mkdir()
+    wheel = folder / "gpu_suite_probe-1.0-py3-none-any.whl"
+    info = "gpu_suite_probe-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("gpu_suite_probe/__init__.py", "CARRIED = True\n")
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: gpu-suite-probe\nVersion: 1.0\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    manifest = {"python": "3.12", "torch": "2.11.0", "commit": "prepared", "planetoid": None,
+                "wheels": [{"file": wheel.name, "module": "gpu_suite_probe", **prepare.digest(wheel)}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.fixture(scope="module")
 def calls(tmp_path_factory, data_root):
     runs, archives = {}, []
@@ -62,6 +79,8 @@ def calls(tmp_path_factory, data_root):
         for archive in archives:  # the earlier calls' results, unpacked as the README says
             with tarfile.open(archive) as tar:
                 tar.extractall(results, filter="data")
+        if command == "check":
+            carried_wheels(tree / ".gpu-wheels")
         out = tmp_path_factory.mktemp(f"out-{command}")
         start = time.monotonic()
         proc = device_call(tree, out, data_root, command)
@@ -95,6 +114,9 @@ def test_each_command_passes_and_returns_its_three_files(calls, command):
 
 def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
     check, speed, pyg = (record(calls[c], c)["steps"] for c in EXPECTED)
+    install_ = check["env"]["install"]
+    assert install_["installed"] == ["gpu_suite_probe"] and install_["modules"]["hydra"]  # the carried wheel
+    assert speed["env"]["install"]["note"].startswith("no .gpu-wheels/manifest.json")
     assert [v["batches"] for v in check["smoke"]["variants"]] == [1, 2]
     assert check["tests_gpu"]["passed"] > 0 and check["tests_gpu"]["failed"] == 0
     assert "--timeout-method thread" in check["tests_gpu"]["command"]

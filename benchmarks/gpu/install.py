@@ -61,6 +61,9 @@ def install(ctx: Context) -> dict:
             if not outcome.ok:
                 return {**result, "status": "failed", "reason": f"pip install {outcome.describe()}: "
                         f"{outcome.output.strip()[-600:]}"}
+            still = [m for m, ok in importable(ctx, result["installed"]).items() if not ok]
+            if still:
+                return {**result, "status": "failed", "reason": f"installed, yet not importable: {', '.join(still)}"}
         unpack_planetoid(ctx, manifest)
     return check_modules(ctx, result)
 
