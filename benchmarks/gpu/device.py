@@ -17,10 +17,11 @@ There, in the repository root, in this order:
     python3 -m benchmarks.gpu.device pyg --timeout 600    # optional: PyG's rows (needs torch_sparse)
     python3 -m benchmarks.gpu.device next --timeout 600   # whichever of the three is due (plan.py)
 
---timeout is the device call's timeout_s; the budget of work is --budget (default: the timeout
-less 60 s, at most the command's own cap). Results go to benchmarks/results/<gpu>/<command>/
-and into $OUT (or --out): <command>.json, <command>.tar.gz, summary.md, rewritten as each step
-ends. `summary` remakes the table from what is under benchmarks/results/<gpu>/.
+--timeout is the limit the command runs under on the machine (after it, it is killed); the budget
+of work is --budget (default: the timeout less 60 s, at most the command's own cap). Results go
+to benchmarks/results/<gpu>/<command>/ and into $OUT (or --out): <command>.json,
+<command>.tar.gz, summary.md, rewritten as each step ends. `summary` remakes the table from what
+is under benchmarks/results/<gpu>/.
 
 Options: --device cuda|cpu (default: cuda when nvidia-smi sees a GPU), --tiny (a 12K-node graph
 and a few batches: with --device cpu, the dry run CI runs), --results DIR, --wheels DIR (the
@@ -71,11 +72,11 @@ class Step:
 COMMANDS = {
     "check": [Step("env", checks.env, needs=()), Step("smoke", checks.smoke), Step("tests_gpu", checks.tests_gpu),
               Step("stress", checks.stress, needs=("env", "smoke")), Step("sanitize", checks.sanitize),
-              Step("racecheck", checks.racecheck, needs=("env", "smoke"), least_s=75, optional=True)],
+              Step("racecheck", checks.racecheck, needs=("env", "smoke"), least_s=90, optional=True)],
     "speed": [Step("env", checks.env, needs=()), Step("graph", measure.graph),
               Step("sampling", measure.sampling, needs=("graph",)), Step("e2e_fused", measure.e2e_fused, ("graph",)),
               Step("e2e_bsp", measure.e2e_bsp, ("graph",)), Step("cache", measure.cache, ("graph",)),
-              Step("pipeline", measure.pipeline, ("graph",), least_s=120, optional=True)],
+              Step("pipeline", measure.pipeline, ("graph",), least_s=165, optional=True)],
     "pyg": [Step("env", checks.env, needs=()), Step("graph", measure.graph),
             Step("sampling_pyg", measure.sampling_pyg, ("graph",)), Step("e2e_pyg", measure.e2e_pyg, ("graph",))],
 }
@@ -199,7 +200,8 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=None, help="where the call's files go (default: $OUT, if set)")
     p.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS, help="the --prepare folder")
     p.add_argument("--timeout", type=float, default=float(os.environ.get("GPU_SUITE_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
-                   help="the device call's timeout_s (default: $GPU_SUITE_TIMEOUT_S, else 600)")
+                   help="the seconds after which the machine kills this command (default: $GPU_SUITE_TIMEOUT_S, "
+                   "else 600)")
     p.add_argument("--budget", type=float, default=None, help="seconds of work (default: the timeout less 60 s, "
                    "at most the command's cap: " + ", ".join(f"{c} {s} s" for c, s in CAPS.items()) + ")")
     p.add_argument("--commit", default=None, help="the commit the tree is at (default: git, or --prepare's)")

@@ -12,7 +12,7 @@ import sys
 
 from benchmarks.gpu.common import DATA_ROOT, Context, failed, last_json, module, read_json, rel, run_logged, show
 
-LIMITS = {"graph": 240, "sampling": 50, "e2e_fused": 100, "e2e_bsp": 100, "cache": 45, "pipeline": 150,
+LIMITS = {"graph": 150, "sampling": 50, "e2e_fused": 100, "e2e_bsp": 100, "cache": 45, "pipeline": 150,
           "sampling_pyg": 90, "e2e_pyg": 240}
 
 
