@@ -75,8 +75,8 @@ def check_modules(ctx: Context, result: dict) -> dict:
     result = {**result, "modules": have}
     if lacking:
         return {**result, "status": "failed", "reason": f"`{ctx.command}` needs {', '.join(lacking)}, missing here "
-                f"(prepare {rel(ctx.wheels)} with `python -m benchmarks.gpu.device --prepare` and name it in the "
-                f"call's carry list)"}
+                f"(prepare {rel(ctx.wheels)} with `python -m benchmarks.gpu.device --prepare` and copy it in "
+                f"beside the tree)"}
     return {**result, "status": "passed"}
 
 
@@ -85,5 +85,5 @@ def unpack_planetoid(ctx: Context, manifest: dict) -> None:
     info = manifest.get("planetoid")
     if info and not all((DATA_ROOT / name / "raw").is_dir() for name in PLANETOID):
         DATA_ROOT.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(ctx.wheels / info["file"]) as tar:
-            tar.extractall(DATA_ROOT, filter="data")
+        with tarfile.open(ctx.wheels / info["file"]) as tar:  # the data filter where Python has it (3.11.4+)
+            tar.extractall(DATA_ROOT, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
