@@ -229,6 +229,14 @@ def test_a_sanitizer_line_the_target_refuses_fails(tmp_path):
     assert proc.returncode == 2 and "--leak-check" in proc.stderr  # an option the suite never gives
 
 
+def test_the_sanitizer_target_after_a_failed_smoke_launch_checks_the_cache_alone():
+    """The line `sanitize` builds when the smoke launch failed (not taken in the dry run, where it passes)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.sanitize_target", "--device", "cpu", "--tiny",
+                           "--no-fused"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 0 and report["launches"] == 0 and report["gathers"] > 0
+
+
 def test_a_stress_run_without_calls_fails(tmp_path):
     out = tmp_path / "stress.json"
     proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.stress", "--device", "cpu", "--tiny", "--calls", "0",
