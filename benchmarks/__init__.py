@@ -1,3 +1,3 @@
-"""The benchmarks: each measures a stage against its baseline, run as a module of this package from
-the repository's root (`python -m benchmarks.sampling ...`), writing a table and JSON under
-`benchmarks/results/`."""
+"""conveyor's benchmarks: each measures a stage against its baseline, a command run as a module from
+the repository's root (`python -m benchmarks.<name>`), writing a table and JSON under
+`benchmarks/results/`; `benchmarks.gpu` is the GPU validation suite."""

@@ -3,7 +3,7 @@ buffers), and training must see the same batches as `pipeline=serial` on the sam
 
 Losses are compared with a tolerance: PyG's scatter on CUDA adds with atomics, so the sums of a
 layer are not bit-reproducible from run to run; the batches themselves (sampled edges, cache
-counts) must be identical. Run by the GPU validation suite (benchmarks/gpu/device.py 1: pytest -m gpu).
+counts) must be identical. Run by the GPU validation suite (`python -m benchmarks.gpu.device check`: pytest -m gpu).
 """
 import pytest
 import torch

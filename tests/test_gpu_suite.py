@@ -1,27 +1,37 @@
-"""The GPU validation suite's CPU dry run: each phase of `benchmarks/gpu/device.py` runs as the
-device tool runs it, `--device cpu --tiny`, on a fresh copy of the tree with nothing cached (no
-graph, no installs, no prepared wheels) and `$OUT` a temporary folder, so the three calls a GPU
-machine gets do not rot between GPU windows. Phase 3 runs with phases 1 and 2 unpacked into its
-results, as README's "Validating on a GPU" says to commit them, so its summary covers all three."""
-import importlib.util
+"""The GPU validation suite's CPU dry run: `check`, `speed` and `pyg` of `python -m
+benchmarks.gpu.device` run as the device tool runs them (`--device cpu --tiny`, each on a fresh
+copy of the tree with nothing cached, `$OUT` a temporary folder, the call timeouts of
+benchmarks/gpu/README.md), so every command line they build is executed (the sanitizer's through
+its stand-in) and the calls a GPU machine gets do not rot between GPU windows. Each call after the
+first runs with the earlier calls' archives unpacked into its results, as the README says to
+commit them, so the last summary covers all three. A call killed midway must have returned every
+step it finished."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
+import zipfile
 
+import psutil
 import pytest
 
+from benchmarks.gpu import install, plan, prepare
+from benchmarks.gpu.checks import judge_pytest
+from benchmarks.gpu.common import Context, Outcome
 from tests.helpers import REPO
 
-STEPS = {
-    1: {"env": "passed", "smoke": "passed", "sanitize": "skipped", "tests_gpu": "passed", "tests_stages": "skipped"},
-    2: {"env": "passed", "smoke": "passed", "graph": "passed", "sampling": "passed", "stress": "passed",
-        "cache": "passed", "pipeline": "passed"},
-    3: {"env": "passed", "smoke": "passed", "graph": "passed", "e2e_fused": "passed", "e2e_pyg": "passed",
-        "e2e_bsp": "passed"},
+EXPECTED = {
+    "check": {"env": "passed", "smoke": "passed", "tests_gpu": "passed", "stress": "passed", "sanitize": "skipped",
+              "racecheck": "skipped"},
+    "speed": {"env": "passed", "graph": "passed", "sampling": "passed", "e2e_fused": "passed", "e2e_bsp": "passed",
+              "cache": "passed", "pipeline": "passed"},
+    "pyg": {"env": "passed", "graph": "passed", "sampling_pyg": "passed", "e2e_pyg": "passed"},
 }
+TIMEOUTS = {"check": 480, "speed": 360, "pyg": 600}  # as benchmarks/gpu/README.md gives them
 
 
 def fresh_tree(destination):
@@ -35,62 +45,263 @@ def fresh_tree(destination):
     return destination
 
 
+def device_call(tree, out, data_root, command, **popen):
+    """`python -m benchmarks.gpu.device COMMAND --device cpu --tiny --timeout T` in `tree`, files to `out`."""
+    env = {**os.environ, "OUT": str(out), "CONVEYOR_TEST_DATA": str(data_root)}  # the tests' Planetoid files
+    cmd = [sys.executable, "-m", "benchmarks.gpu.device", command, "--device", "cpu", "--tiny",
+           "--timeout", str(TIMEOUTS[command])]
+    return subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **popen)
+
+
+def carried_wheels(folder):
+    """A prepared folder as it travels in a call's carry, with one real wheel of a module nothing
+    here has: the env step must install it offline (pip --no-index --target) for the children."""
+    folder.mkdir()
+    wheel = folder / "gpu_suite_probe-1.0-py3-none-any.whl"
+    info = "gpu_suite_probe-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("gpu_suite_probe/__init__.py", "CARRIED = True\n")
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: gpu-suite-probe\nVersion: 1.0\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    manifest = {"python": "3.12", "torch": "2.11.0", "commit": "prepared", "planetoid": None,
+                "wheels": [{"file": wheel.name, "module": "gpu_suite_probe", **prepare.digest(wheel)}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.fixture(scope="module")
-def phases(tmp_path_factory, data_root):
+def calls(tmp_path_factory, data_root):
     runs, archives = {}, []
-    for phase in STEPS:
-        tree = fresh_tree(tmp_path_factory.mktemp(f"tree{phase}"))
+    for command in EXPECTED:
+        tree = fresh_tree(tmp_path_factory.mktemp(f"tree-{command}"))
         results = tree / "benchmarks" / "results" / "cpu-tiny"
-        for archive in archives:  # the earlier calls' results, unpacked as README says
+        for archive in archives:  # the earlier calls' results, unpacked as the README says
             with tarfile.open(archive) as tar:
                 tar.extractall(results, filter="data")
-        out = tmp_path_factory.mktemp(f"out{phase}")
-        env = {**os.environ, "OUT": str(out), "CONVEYOR_TEST_DATA": str(data_root)}  # the tests' Planetoid files
-        proc = subprocess.run([sys.executable, "benchmarks/gpu/device.py", str(phase), "--device", "cpu", "--tiny",
-                               "--budget", "900"], cwd=tree, env=env, capture_output=True, text=True, timeout=1000)
-        runs[phase] = (proc, out)
-        archives.append(out / f"phase{phase}.tar.gz")
+        if command == "check":
+            carried_wheels(tree / ".gpu-wheels")
+        out = tmp_path_factory.mktemp(f"out-{command}")
+        start = time.monotonic()
+        proc = device_call(tree, out, data_root, command)
+        output, _ = proc.communicate(timeout=TIMEOUTS[command] + 60)
+        runs[command] = {"rc": proc.returncode, "output": output, "out": out, "results": results,
+                         "seconds": time.monotonic() - start}
+        archives.append(out / f"{command}.tar.gz")
     return runs
 
 
-@pytest.mark.parametrize("phase", STEPS)
-def test_each_phase_passes_and_returns_its_three_files(phases, phase):
-    proc, out = phases[phase]
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert files == sorted([f"phase{phase}.tar.gz", f"phase{phase}.json", "summary.md"])  # the tool takes 8 at most
-    record = json.loads((out / f"phase{phase}.json").read_text())
-    assert {name: r["status"] for name, r in record["steps"].items()} == STEPS[phase]
-    assert record["device"] == "cpu-tiny" and record["commit"]
-    with tarfile.open(out / f"phase{phase}.tar.gz") as tar:
+def record(call, command):
+    return json.loads((call["out"] / f"{command}.json").read_text())
+
+
+@pytest.mark.parametrize("command", EXPECTED)
+def test_each_command_passes_and_returns_its_three_files(calls, command):
+    call = calls[command]
+    assert call["rc"] == 0, call["output"][-6000:]
+    files = sorted(p.relative_to(call["out"]).as_posix() for p in call["out"].rglob("*") if p.is_file())
+    assert files == sorted([f"{command}.json", f"{command}.tar.gz", "summary.md"])  # the tool takes 8 at most
+    found = record(call, command)
+    assert {name: r["status"] for name, r in found["steps"].items()} == EXPECTED[command]
+    assert found["finished"] and found["device"] == "cpu-tiny" and found["commit"]
+    assert found["budget_s"] == min(TIMEOUTS[command] - 60, {"check": 420, "speed": 300, "pyg": 480}[command])
+    assert found["fused_source"] == plan.fused_source()  # what `next` compares with
+    with tarfile.open(call["out"] / f"{command}.tar.gz") as tar:
         names = set(tar.getnames())
-    assert {f"phase{phase}/{step}.json" for step in STEPS[phase]} | {f"phase{phase}/console.log"} <= names
+    assert {f"{command}/{step}.json" for step in EXPECTED[command]} | {f"{command}/console.log"} <= names
+    assert all(step["log_tail"] or name == "env" for name, step in found["steps"].items())
 
 
-def test_the_figures_reach_the_json_and_the_summary(phases):
-    steps = {n: json.loads((out / f"phase{n}.json").read_text())["steps"] for n, (_, out) in phases.items()}
-    env = steps[1]["env"]
-    assert env["install"]["modules"]["torch_sparse"] and env["python"]["pyg_sampling"] in ("torch_sparse", "pyg-lib")
-    assert [v["batches"] for v in steps[1]["smoke"]["variants"]] == [1, 2]
-    assert steps[1]["tests_gpu"]["passed"] > 0 and steps[1]["tests_gpu"]["failed"] == 0
-    assert "no CUDA device" in steps[1]["sanitize"]["reason"] and steps[1]["sanitize"]["target"]["ok"]
-    sampling, stress, cache, pipeline = (steps[2][k] for k in ("sampling", "stress", "cache", "pipeline"))
-    assert sampling["bsp_ms"] > 0 and sampling["pyg_ms"] > 0 and sampling["pyg_batches"] == 2
+def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
+    check, speed, pyg = (record(calls[c], c)["steps"] for c in EXPECTED)
+    install_ = check["env"]["install"]
+    assert install_["installed"] == ["gpu_suite_probe"] and install_["modules"]["hydra"]  # the carried wheel
+    assert speed["env"]["install"]["note"].startswith("no .gpu-wheels/manifest.json")
+    assert [v["batches"] for v in check["smoke"]["variants"]] == [1, 2]
+    assert check["tests_gpu"]["passed"] > 0 and check["tests_gpu"]["failed"] == 0
+    assert "--timeout-method thread" in check["tests_gpu"]["command"]
+    stress = check["stress"]["stress"]
     assert stress["calls"] == 3 and stress["launches"] >= 3 and stress["failures"] == []
     assert stress["checked_batches"] >= 3 and stress["replays"] == 1 and stress["overflow_reruns"] > 0
-    assert 0 < cache["hit_ratio"] <= 1 and cache["gather_gb_s"] > 0
-    assert pipeline["async"]["epoch_s"] > 0 and pipeline["serial_epoch_s"] > 0
-    assert pipeline["mps"] is None  # CPU: no MPS run to start
-    for name in ("e2e_fused", "e2e_pyg", "e2e_bsp"):
-        assert steps[3][name]["steady_epoch_s"] > 0 and 0 <= steps[3][name]["test_acc"] <= 1, name
-    assert "sampler=fused" in steps[3]["e2e_fused"]["command"] and "sampler=bsp" in steps[3]["e2e_bsp"]["command"]
-    summary = (phases[3][1] / "summary.md").read_text()  # phase 3's: every phase, as committed
-    for figure in ("smoke launch", "compute-sanitizer", "fused, bsp, pyg", "stress:", "cache hit ratio",
-                   "async vs serial", "end-to-end steady epoch s", "end-to-end test accuracy"):
-        assert figure in summary, figure
-    assert f"bsp {sampling['bsp_ms']:.2f}" in summary and f"{cache['hit_ratio']:.3f}" in summary
-    assert f"{stress['calls']} calls" in summary and f"{steps[3]['e2e_fused']['steady_epoch_s']:.2f}" in summary
-    assert "No step failed." in summary
+    tools = {**check["sanitize"]["tools"], **check["racecheck"]["tools"]}
+    assert sorted(tools) == ["memcheck", "racecheck", "synccheck"]
+    assert all(t["target_ok"] and t["target"]["launches"] > 0 for t in tools.values())  # --quick was accepted
+    assert all("sanitizer_standin --tool" in c and c.endswith("--quick") for c in check["sanitize"]["commands"][1:])
+    assert speed["sampling"]["fused_ms"] > 0 and speed["sampling"]["bsp_ms"] > 0
+    assert 0 < speed["cache"]["hit_ratio"] <= 1 and speed["cache"]["gather_gb_s"] > 0
+    assert speed["pipeline"]["async"]["epoch_s"] > 0 and speed["pipeline"]["mps"] is None  # CPU: no MPS run
+    for name, steps in (("e2e_fused", speed), ("e2e_bsp", speed), ("e2e_pyg", pyg)):
+        assert len(steps[name]["epoch_times_s"]) == 1 and 0 <= steps[name]["test_acc"] <= 1, name
+    assert pyg["sampling_pyg"]["pyg_ms"] > 0 and pyg["sampling_pyg"]["pyg_batches"] == 2
+    assert pyg["env"]["python"]["pyg_sampling"] in ("torch_sparse", "pyg-lib")
+    assert "pyg_sampling" not in check["env"]["python"]  # only `pyg` asks for torch_sparse
+    summary = (calls["pyg"]["out"] / "summary.md").read_text()  # pyg's: every command, as committed
+    assert f"bsp {speed['sampling']['bsp_ms']:.2f}" in summary and f"{speed['cache']['hit_ratio']:.3f}" in summary
+    assert f"{stress['calls']} calls" in summary and f"{pyg['e2e_pyg']['epoch_s']:.2f}" in summary
+    assert "No step failed." in summary and "Not here yet" not in summary
+
+
+def test_next_runs_what_is_due(calls, tmp_path):
+    results, committed = tmp_path / "cpu-tiny", calls["pyg"]["results"]  # pyg's tree holds all three
+    assert plan.next_command(results)[0] == "check"
+    for command, due_after in (("check", "speed"), ("speed", "pyg"), ("pyg", None)):
+        shutil.copytree(committed / command, results / command)
+        assert plan.next_command(results)[0] == due_after, command
+    path = results / "check" / "result.json"
+    edited = json.loads(path.read_text())
+    path.write_text(json.dumps({**edited, "fused_source": {"sha256": "0" * 64}}))  # measured on another kernel
+    command, reason = plan.next_command(results)
+    assert command == "check" and "source changed" in reason
+    path.write_text(json.dumps({**edited, "finished": False}))  # a call stopped midway
+    assert plan.next_command(results)[0] == "check"
+
+
+def test_next_with_nothing_due_says_so(calls, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out)}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.device", "next", "--device", "cpu", "--tiny",
+                           "--results", str(calls["pyg"]["results"])], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((out / "next.json").read_text())["command"] is None
+
+
+def session_processes(sid):
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
+
+
+def wait_for_steps(out, command, steps, proc, limit_s=240):
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            done = json.loads((out / f"{command}.json").read_text())["steps"]
+        except (OSError, json.JSONDecodeError):
+            done = {}
+        if set(steps) <= set(done):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{steps} did not finish: {proc.poll()}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_call_stopped_midway_has_returned_its_finished_steps(tmp_path, data_root, sig):
+    """The device tool ends a call at its timeout: what had finished is in $OUT, and nothing of
+    the call runs on (the suite's children stay in the call's session)."""
+    tree, out = fresh_tree(tmp_path / "tree"), tmp_path / "out"
+    proc = device_call(tree, out, data_root, "check", start_new_session=True)
+    try:
+        wait_for_steps(out, "check", ["env", "smoke"], proc)
+        if sig == signal.SIGKILL:  # as a tool that ends the whole session at once
+            for child in session_processes(proc.pid):
+                child.kill()
+        else:
+            proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        for child in session_processes(proc.pid):
+            child.kill()
+    found = record({"out": out}, "check")
+    assert not found["finished"]
+    assert found["steps"]["env"]["status"] == found["steps"]["smoke"]["status"] == "passed"
+    with tarfile.open(out / "check.tar.gz") as tar:
+        assert {"check/env.json", "check/smoke.json"} <= set(tar.getnames())
+    if sig == signal.SIGTERM:  # the driver had time to say where it stopped, and to end its child
+        assert proc.returncode == 143 and "during" in found["stopped"]
+        assert "killed" in [s["status"] for s in found["steps"].values()]
+        assert session_processes(proc.pid) == []
+
+
+def test_a_sanitizer_line_the_target_refuses_fails(tmp_path):
+    """The stand-in runs the target with its arguments: one it does not accept exits 2, as on a GPU."""
+    target = [sys.executable, "-m", "benchmarks.gpu.sanitize_target", "--device", "cpu", "--tiny", "--unknown"]
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.sanitizer_standin", "--tool", "memcheck",
+                           "--print-limit", "20", *target], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unrecognized arguments: --unknown" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.sanitizer_standin", "--tool", "memcheck",
+                           "--leak-check", "full", *target[:-1]], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--leak-check" in proc.stderr  # an option the suite never gives
+
+
+def test_the_sanitizer_target_after_a_failed_smoke_launch_checks_the_cache_alone():
+    """The line `sanitize` builds when the smoke launch failed (not taken in the dry run, where it passes)."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.sanitize_target", "--device", "cpu", "--tiny",
+                           "--no-fused"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert proc.returncode == 0 and report["launches"] == 0 and report["gathers"] > 0
+
+
+def test_a_stress_run_without_calls_fails(tmp_path):
+    out = tmp_path / "stress.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu.stress", "--device", "cpu", "--tiny", "--calls", "0",
+                           "--batch-counts", "1", "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    report = json.loads(out.read_text())
+    assert proc.returncode == 1 and report["status"] == "failed" and "no call" in report["reason"]
+
+
+@pytest.mark.parametrize("rc, counts", [(5, (0, 0)), (0, (0, 3))], ids=["nothing collected", "all skipped"])
+def test_a_pytest_run_that_tested_nothing_fails(tmp_path, rc, counts):
+    result = {"passed": counts[0], "failed": 0, "errors": 0, "skipped": counts[1], "failures": []}
+    assert judge_pytest(result, Outcome(rc, 1.0, tmp_path / "log", ""))["status"] == "failed"
+    assert judge_pytest({**result, "passed": 1}, Outcome(0, 1.0, tmp_path / "log", ""))["status"] == "passed"
+
+
+# -- --prepare: a shared prepared folder first ---------------------------------------------------
+
+def shared_folder(folder, **changes):
+    """A prepared folder as --prepare writes it, of small stand-in files with their real sha256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {"hydra": "hydra_core-1.3.2", "omegaconf": "omegaconf-2.3.0", "antlr4": "antlr4_python3_runtime-4.9.3",
+             "ogb": "ogb-1.3.6", "outdated": "outdated-0.2.2", "littleutils": "littleutils-0.2.4",
+             "pymetis": "pymetis-2025.2.2", "torch_scatter": "torch_scatter-2.1.2",
+             "torch_sparse": "torch_sparse-0.6.18", **changes.pop("names", {})}
+    wheels = []
+    for module, name in names.items():
+        file = folder / f"{name}-cp312-cp312-linux_x86_64.whl"
+        file.write_bytes(f"stand-in for {name}".encode())
+        built = {"built_against": "torch==2.11.0"} if module in install.COMPILED_MODULES else {}
+        wheels.append({"file": file.name, "module": module, **built, **prepare.digest(file)})
+    (folder / "planetoid-raw.tar.gz").write_bytes(b"stand-in planetoid")
+    manifest = {"python": "3.12", "torch": "2.11.0", "wheels": wheels,
+                "planetoid": {"file": "planetoid-raw.tar.gz", **prepare.digest(folder / "planetoid-raw.tar.gz")},
+                **changes}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_prepare_takes_a_fitting_shared_folder_and_builds_nothing(tmp_path):
+    shared, out = shared_folder(tmp_path / "shared"), tmp_path / "prepared"
+    assert prepare.prepare(out, shared) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert all(w["from"] == str(shared) for w in manifest["wheels"]) and manifest["planetoid"]["from"] == str(shared)
+    assert manifest["serves"] == ["check", "speed", "pyg"] and manifest["problems"] == []
+    for entry in manifest["wheels"]:
+        assert prepare.digest(out / entry["file"])["sha256"] == entry["sha256"]
+    check, pyg = (Context("cuda", False, "h100", tmp_path, out, command=c) for c in ("check", "pyg"))
+    assert not {"torch_scatter", "torch_sparse"} & {w["module"] for w in install.wanted_wheels(check, manifest)}
+    assert {"torch_scatter", "torch_sparse"} <= {w["module"] for w in install.wanted_wheels(pyg, manifest)}
+
+
+def test_prepare_leaves_what_does_not_fit(tmp_path):
+    shared = shared_folder(tmp_path / "a", names={"hydra": "hydra_core-1.4.0"})  # outside pyproject's <1.4
+    fit, unfit, _ = prepare.from_shared(shared)
+    assert "hydra" in unfit and "pin" in unfit["hydra"] and "omegaconf" in fit
+    manifest = json.loads((shared / "manifest.json").read_text())
+    for entry in manifest["wheels"]:
+        entry["built_against"] = "torch==2.10.0" if "built_against" in entry else None
+    (shared / "manifest.json").write_text(json.dumps(manifest))
+    (shared / "ogb-1.3.6-cp312-cp312-linux_x86_64.whl").write_bytes(b"changed after it was recorded")
+    fit, unfit, _ = prepare.from_shared(shared)
+    assert {"torch_scatter", "torch_sparse", "ogb", "hydra"} == set(unfit) and "torch==2.10.0" in unfit["torch_sparse"]
+    fit, unfit, _ = prepare.from_shared(shared_folder(tmp_path / "b", python="3.11"))
+    assert fit == {} and all("Python 3.11" in why for why in unfit.values())
 
 
 def test_an_mps_daemon_that_does_not_start_is_recorded_as_unavailable(tmp_path, monkeypatch):
@@ -100,9 +311,7 @@ def test_an_mps_daemon_that_does_not_start_is_recorded_as_unavailable(tmp_path, 
     daemon.write_text("#!/bin/sh\necho 'MPS is not supported on this system' >&2\nexit 1\n")
     daemon.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    spec = importlib.util.spec_from_file_location("pipeline_benchmark", REPO / "benchmarks" / "pipeline.py")
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
+    from benchmarks import pipeline as benchmark
     results = {}
     mps = benchmark.run_mps(None, results)  # never reaches a worker
     assert mps["status"] == "unavailable" and "async_mps" not in results

@@ -1,4 +1,4 @@
-"""What every phase shares: the run's context (device, sizes, folders, the phase's deadline, the
+"""What every command shares: the run's context (device, sizes, folders, the budget, the
 environment of child processes), running a child under a time limit with its output logged, and
 each step's JSON, written the moment the step ends.
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,10 +21,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
 DATA_ROOT = CACHE / "data"  # the tests' data root too (tests/conftest.py): one copy of each graph
-WORK = CACHE / "gpu-suite"  # what a phase installs on its machine
+WORK = CACHE / "gpu-suite"  # what a command installs on its machine
 SITE = WORK / "site-packages"  # the prepared wheels, installed
 DEFAULT_WHEELS = REPO / ".gpu-wheels"  # --prepare's folder: git-ignored, carried with the tree
-RESERVE_S = 25  # kept back from every step for the next steps' records and the packing
+RESERVE_S = 15  # kept back from every child for the records and the packing after it
+# A child in a process group of its own, in the driver's session: a time limit ends the whole group
+# (a benchmark's workers, a sanitizer's target), and when the device tool ends the call it ends the
+# session, so nothing of this call runs on into the next one on a machine still warm.
+OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+
+class Stopped(BaseException):
+    """SIGTERM reached the driver (the call's time ran out): record what is done, then exit.
+    A BaseException, so that no step's `except Exception` swallows it."""
 
 
 @dataclass
@@ -33,13 +41,15 @@ class Context:
     device: str  # "cuda" or "cpu"
     tiny: bool  # a small graph and a few batches: the CPU dry run
     label: str  # the device folder's name: h100, cpu-tiny, ...
-    results: Path  # benchmarks/results/<label>: phase1/, phase2/, phase3/ and summary.md
+    results: Path  # benchmarks/results/<label>: check/, speed/, pyg/ and summary.md
     wheels: Path
-    phase: int = 0
-    budget_s: float = 530.0  # the phase's time: the device tool's 10 minutes less start-up and transfers
+    command: str = "check"
+    budget_s: float = 420.0
     commit: str = "unknown"
     started: float = field(default_factory=time.monotonic)
-    fused_ok: bool = True  # False once the smoke launch failed: later steps leave the kernel alone
+    fused_ok: bool = True  # False once the fused kernel failed: later steps leave it alone
+    logs: list = field(default_factory=list)  # the logs of the step that runs now
+    child: subprocess.Popen | None = None  # the child that runs now (SIGTERM ends it too)
 
     @property
     def cuda(self) -> bool:
@@ -51,15 +61,15 @@ class Context:
         return 0.005 if self.tiny else 1.0
 
     @property
-    def phase_dir(self) -> Path:
-        return self.results / f"phase{self.phase}"
+    def folder(self) -> Path:
+        return self.results / self.command
 
     def left(self) -> float:
-        """Seconds left of the phase's budget."""
+        """Seconds left of the command's budget."""
         return self.budget_s - (time.monotonic() - self.started)
 
     def limit(self, wanted: float) -> float:
-        """A child's time limit: what it asks for, within what the phase has left."""
+        """A child's time limit: what it asks for, within what the command has left."""
         return max(1.0, min(wanted, self.left() - RESERVE_S))
 
     def env(self, **extra) -> dict:
@@ -74,6 +84,11 @@ class Context:
             env.setdefault("TRITON_INTERPRET", "1")
         env.update({k: str(v) for k, v in extra.items()})
         return env
+
+
+def module(name: str, *args: str) -> list[str]:
+    """The command line of one of the suite's or the benchmarks' modules, run from the repo root."""
+    return [sys.executable, "-m", name, *args]
 
 
 def device_label(device: str, tiny: bool) -> str:
@@ -121,50 +136,52 @@ class Outcome:
 def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float, env: dict | None = None,
                quiet: bool = False, title: str | None = None) -> Outcome:
     """Run `cmd` in the repo, its output to the console (unless `quiet`) and to
-    <phase>/logs/<name>.log; past `limit_s` (within the phase's budget) its whole process group
-    gets SIGTERM, then SIGKILL: the stage processes of a pipeline, a benchmark's workers."""
+    <folder>/logs/<name>.log; past `limit_s` (within the budget) its process group gets SIGTERM,
+    then SIGKILL: the stage processes of a pipeline, a benchmark's workers."""
     limit_s = ctx.limit(limit_s)
-    log = ctx.phase_dir / "logs" / f"{name}.log"
+    log = ctx.folder / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    ctx.logs.append(log)
     print(f"$ {title or show(cmd)}   [limit {limit_s:.0f} s, log {rel(log)}]", flush=True)
-    start = time.perf_counter()
-    lines: list[str] = []
+    start, lines = time.perf_counter(), []
     with open(log, "w") as sink:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env or ctx.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-
-        def pump():
-            for line in proc.stdout:
-                sink.write(line)
-                sink.flush()
-                lines.append(line)
-                if not quiet:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
+                                stderr=subprocess.STDOUT, text=True, errors="replace", **OWN_GROUP)
+        ctx.child = proc
+        reader = threading.Thread(target=_pump, args=(proc, sink, lines, quiet), daemon=True)
         reader.start()
         try:
             rc = proc.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
             rc = None
+        finally:  # at the limit, or on SIGTERM (Stopped): the child's whole group goes
             stop_group(proc)
+            ctx.child = None
         reader.join(timeout=10)
     return Outcome(rc, time.perf_counter() - start, log, "".join(lines), limit_s)
 
 
-def stop_group(proc: subprocess.Popen, grace_s: float = 10) -> None:
-    """SIGTERM first, so that a benchmark can quit the MPS daemon it started; SIGKILL what is
-    left after `grace_s` (a thread blocked in a CUDA sync does not die of SIGTERM)."""
+def _pump(proc: subprocess.Popen, sink, lines: list, quiet: bool) -> None:
+    for line in proc.stdout:
+        sink.write(line)
+        sink.flush()
+        lines.append(line)
+        if not quiet:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 5) -> None:
+    """SIGTERM to the child's group (a benchmark quits the MPS daemon it started), SIGKILL to
+    what is left after `grace_s` (a thread blocked in a CUDA sync does not die of SIGTERM); also
+    the group's members that outlive a child which has already exited."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             return
         try:
             proc.wait(timeout=grace_s)
-            return
         except subprocess.TimeoutExpired:
             continue
 
@@ -180,10 +197,18 @@ def last_json(output: str) -> dict | None:
     return None
 
 
-def python_json(ctx: Context, code: str, timeout: float = 120) -> dict:
+def read_json(path) -> dict | None:
+    """A child's JSON file; None if it wrote none, or was killed while writing it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def python_json(ctx: Context, code: str, *args: str, timeout: float = 120) -> dict:
     """Run a Python snippet that prints one JSON object as its last line; {"error": ...} if not."""
     try:
-        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ctx.env(),
+        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=ctx.env(),
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
@@ -205,9 +230,9 @@ def find_commit(wheels: Path = DEFAULT_WHEELS) -> str:
 
 
 def write_result(ctx: Context, step: str, result: dict) -> Path:
-    path = ctx.phase_dir / f"{step}.json"
+    path = ctx.folder / f"{step}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    result = {"step": step, "phase": ctx.phase, "device": ctx.label, "commit": ctx.commit,
+    result = {"step": step, "command": ctx.command, "device": ctx.label, "commit": ctx.commit,
               "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **result}
     path.write_text(json.dumps(result, indent=1, default=str))
     return path
@@ -229,10 +254,6 @@ def show(cmd: list[str]) -> str:
         key, eq, value = arg.partition("=") if "=" in arg and not arg.startswith("/") else ("", "", arg)
         return key + eq + (rel(value) if value.startswith("/") else value)
     return " ".join(one(a) for a in cmd)
-
-
-def which(name: str) -> str | None:
-    return shutil.which(name)
 
 
 def failed(result: dict, reason: str) -> dict:

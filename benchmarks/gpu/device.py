@@ -1,90 +1,114 @@
-"""The GPU validation suite: three calls of the device tool prove and measure every GPU path of
-conveyor, each on a bare machine (nothing is kept between calls) and within its 10 minutes.
+"""The GPU validation suite: on a bare GPU machine (nothing kept between calls), each command
+proves or measures conveyor's GPU paths within its budget, and returns every step in $OUT the
+moment it ends (benchmarks/gpu/README.md says how to run it on such a machine).
 
 Here, with a package index, once (the folder is git-ignored; it travels in the call's `carry`):
 
-    python benchmarks/gpu/device.py --prepare [DIR]      # default DIR: .gpu-wheels/ (< 60 MiB)
+    python -m benchmarks.gpu.device --prepare [DIR]     # default DIR: .gpu-wheels/ (< 60 MiB)
 
-There, one call per phase, in the repository root:
+There, in the repository root, in this order:
 
-    python3 benchmarks/gpu/device.py 1     # check: env (fails on any missing module), the fused
-                                           # kernel's smoke launch (60 s hard limit), compute-sanitizer
-                                           # memcheck/racecheck/synccheck/initcheck, pytest -m gpu,
-                                           # then the sampler/cache/pipeline test modules
-    python3 benchmarks/gpu/device.py 2     # measure: sampling (fused, bsp, pyg), stress of the
-                                           # persistent kernel, cache, pipeline (MPS when it starts)
-    python3 benchmarks/gpu/device.py 3     # end to end: launch.py with sampler=fused and bsp beside
-                                           # the PyG reference; the summary table
+    python3 -m benchmarks.gpu.device check --timeout 480  # correctness, <= 420 s: env, the fused
+        # kernel's smoke launch (60 s hard limit), pytest -m gpu, a short stress run,
+        # compute-sanitizer synccheck and memcheck on the fused kernel, racecheck if time is left
+    python3 -m benchmarks.gpu.device speed --timeout 360  # figures, <= 300 s: the products-scale
+        # graph, fused against bsp sampling, one epoch of launch.py with each, the cache
+        # benchmark, the pipeline with and without MPS if time is left
+    python3 -m benchmarks.gpu.device pyg --timeout 600    # optional: PyG's rows (needs torch_sparse)
+    python3 -m benchmarks.gpu.device next --timeout 600   # whichever of the three is due (plan.py)
 
-Each phase installs the carried wheels offline, makes what it needs (the products-scale graph),
-runs its steps each under a time limit inside the phase's budget (--budget, 530 s), writes each
-step's JSON the moment it ends under benchmarks/results/<device>/phase<N>/ (e.g. h100/), and
-copies into $OUT (when set, or --out): phase<N>.tar.gz (everything the phase measured and
-logged), phase<N>.json (every step's result) and summary.md (the table over every phase found
-under benchmarks/results/<device>/). Unpack a phase's archive there and commit it; `device.py
-summary` remakes the table from what is there.
+--timeout is the limit the command runs under on the machine (after it, it is killed); the budget
+of work is --budget (default: the timeout less 60 s, at most the command's own cap). Results go
+to benchmarks/results/<gpu>/<command>/ and into $OUT (or --out): <command>.json,
+<command>.tar.gz, summary.md, rewritten as each step ends. `summary` remakes the table from what
+is under benchmarks/results/<gpu>/.
 
 Options: --device cuda|cpu (default: cuda when nvidia-smi sees a GPU), --tiny (a 12K-node graph
-and a few batches: with --device cpu, the dry run CI keeps alive), --results DIR (default
-benchmarks/results/<device>), --wheels DIR (the prepared folder), --commit SHA (the commit, for a
-copy of the tree without .git). Exit status 1 when a step failed.
+and a few batches: with --device cpu, the dry run CI runs), --results DIR, --wheels DIR (the
+prepared folder), --commit SHA (for a copy of the tree without .git). Exit status 1 when a step
+failed or could not run, 143 when stopped by SIGTERM.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import shutil
+import signal
 import sys
-import tarfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.gpu import checks, measure, plan, summary
+from benchmarks.gpu.common import (
+    DEFAULT_WHEELS,
+    REPO,
+    Context,
+    Stopped,
+    device_label,
+    find_commit,
+    gpu_name,
+    rel,
+    write_result,
+)
+from benchmarks.gpu.outbox import Outbox, log_tails
 
-import checks  # noqa: E402
-import measure  # noqa: E402
-import offline  # noqa: E402
-import summary  # noqa: E402
-from common import DEFAULT_WHEELS, REPO, Context, device_label, find_commit, gpu_name, rel, write_result  # noqa: E402
 
-# Each phase's steps, in order: what matters most first, so a budget that runs out costs the least.
-PHASES = {
-    1: [("env", checks.env), ("smoke", checks.smoke), ("sanitize", checks.sanitize),  # the smoke's variants serve
-        ("tests_gpu", checks.tests_gpu), ("tests_stages", checks.tests_stages)],  # the sanitizer (Triton's cache)
-    2: [("env", checks.env), ("smoke", checks.smoke), ("graph", offline.graph), ("sampling", measure.sampling),
-        ("stress", measure.stress), ("cache", measure.cache), ("pipeline", measure.pipeline)],
-    3: [("env", checks.env), ("smoke", checks.smoke), ("graph", offline.graph), ("e2e_fused", measure.e2e_fused),
-        ("e2e_pyg", measure.e2e_pyg), ("e2e_bsp", measure.e2e_bsp)],
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[Context], dict]
+    needs: tuple[str, ...] = ("env",)  # earlier steps that must have passed
+    least_s: float = 20  # what it must have left to start at all
+    optional: bool = False  # "if time is left": skipped, not failed, without `least_s`
+
+
+# Each command's steps, in order: what matters most first, so a budget that runs out costs the least.
+COMMANDS = {
+    "check": [Step("env", checks.env, needs=()), Step("smoke", checks.smoke), Step("tests_gpu", checks.tests_gpu),
+              Step("stress", checks.stress, needs=("env", "smoke")), Step("sanitize", checks.sanitize),
+              Step("racecheck", checks.racecheck, needs=("env", "smoke"), least_s=90, optional=True)],
+    "speed": [Step("env", checks.env, needs=()), Step("graph", measure.graph),
+              Step("sampling", measure.sampling, needs=("graph",)), Step("e2e_fused", measure.e2e_fused, ("graph",)),
+              Step("e2e_bsp", measure.e2e_bsp, ("graph",)), Step("cache", measure.cache, ("graph",)),
+              Step("pipeline", measure.pipeline, ("graph",), least_s=165, optional=True)],
+    "pyg": [Step("env", checks.env, needs=()), Step("graph", measure.graph),
+            Step("sampling_pyg", measure.sampling_pyg, ("graph",)), Step("e2e_pyg", measure.e2e_pyg, ("graph",))],
 }
-MIN_STEP_S = 15  # a step that cannot have this much is recorded as not run
-MAX_ARCHIVED_BYTES = 4 * 2**20  # a bigger file (a runaway log) stays out of the archive, named in phase<N>.json
+CAPS = {"check": 420, "speed": 300, "pyg": 480}  # each command's most seconds of work
+MARGIN_S = 60  # of the call's timeout: start-up, packing, the transfers back
+DEFAULT_TIMEOUT_S = 600  # the device tool's longest call
 
 
-def run_step(ctx: Context, name: str, step, results: dict) -> dict:
-    print(f"\n=== phase {ctx.phase}: {name} ({ctx.label}, {ctx.left():.0f} s left) ===", flush=True)
+def run_step(ctx: Context, step: Step, results: dict) -> dict:
+    print(f"\n=== {ctx.command}: {step.name} ({ctx.label}, {ctx.left():.0f} s left) ===", flush=True)
     start = time.perf_counter()
-    if results.get("env", {}).get("status") == "failed" and name != "env":
-        result = {"status": "not run", "reason": "the env step failed"}
-    elif ctx.left() - MIN_STEP_S < 0:
-        result = {"status": "not run", "reason": f"the phase's {ctx.budget_s:.0f} s budget ran out"}
+    unmet = [n for n in step.needs if results.get(n, {}).get("status") != "passed"]
+    if unmet:
+        result = {"status": "not run", "reason": f"needs {', '.join(unmet)}, which did not pass"}
+    elif ctx.left() - step.least_s < 0:
+        status = "skipped" if step.optional else "not run"
+        result = {"status": status, "reason": f"{ctx.left():.0f} s of the {ctx.budget_s:.0f} s budget left, "
+                  f"under the {step.least_s:.0f} s it needs"}
     else:
         try:
-            result = step(ctx)
+            result = step.run(ctx)
         except Exception as err:  # a broken step must not take the next ones with it
             traceback.print_exc()
             result = {"status": "failed", "reason": f"{type(err).__name__}: {err}"}
     result["seconds"] = time.perf_counter() - start
-    write_result(ctx, name, result)
     reason = f": {result['reason']}" if result.get("reason") else ""
-    print(f"=== {name}: {result['status']} in {result['seconds']:.0f} s{reason}", flush=True)
+    print(f"=== {step.name}: {result['status']} in {result['seconds']:.0f} s{reason}", flush=True)
     return result
 
 
 class Tee(io.TextIOBase):
-    """The console, also written to the phase's console.log (it goes into the archive)."""
+    """The console, also written to the command's console.log (it goes into the archive)."""
 
     def __init__(self, stream, path: Path):
         self.stream, self.file = stream, open(path, "w")
@@ -98,79 +122,137 @@ class Tee(io.TextIOBase):
         self.stream.flush()
 
 
-def run_phase(ctx: Context, out: Path | None) -> int:
-    shutil.rmtree(ctx.phase_dir, ignore_errors=True)  # a phase's results are of one run
-    ctx.phase_dir.mkdir(parents=True)
-    sys.stdout = Tee(sys.__stdout__, ctx.phase_dir / "console.log")
-    print(f"phase {ctx.phase} on {ctx.label} ({ctx.device}{', tiny' if ctx.tiny else ''}), commit {ctx.commit}, "
-          f"budget {ctx.budget_s:.0f} s; results in {rel(ctx.phase_dir)}")
+def on_sigterm(signum, frame):
+    raise Stopped(f"signal {signum}")
+
+
+def run_command(ctx: Context, out: Path | None, timeout_s: float) -> int:
+    shutil.rmtree(ctx.folder, ignore_errors=True)  # a command's results are of one run
+    ctx.folder.mkdir(parents=True)
+    sys.stdout = Tee(sys.__stdout__, ctx.folder / "console.log")
+    source = plan.fused_source()
+    print(f"{ctx.command} on {ctx.label} ({ctx.device}{', tiny' if ctx.tiny else ''}), commit {ctx.commit}, fused "
+          f"source {str(source['sha256'])[:12]}, budget {ctx.budget_s:.0f} s (call timeout {timeout_s:.0f} s); "
+          f"results in {rel(ctx.folder)}, files in {out or 'no $OUT'}")
+    outbox = Outbox(ctx, out, timeout_s=timeout_s, fused_source=source)
+    outbox.flush()  # from the first second, the call returns a record of where it stands
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        results = run_steps(ctx, outbox)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.stdout.flush()
+        sys.stdout = sys.__stdout__
+    if results is None:
+        return 143
+    statuses = [r["status"] for r in results.values()]
+    return 1 if "failed" in statuses or "not run" in statuses else 0
+
+
+@contextlib.contextmanager
+def sigterm_held():
+    """SIGTERM waits until a record is whole: it arrives (as Stopped) after the block."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def run_steps(ctx: Context, outbox: Outbox) -> dict | None:
+    """Every step in turn, each recorded (and sent to $OUT) as it ends; None when stopped."""
     results: dict = {}
-    for name, step in PHASES[ctx.phase]:
-        results[name] = run_step(ctx, name, step, results)
-    table = summary.write(ctx.results)
-    print("\n" + table)
-    statuses = {name: r["status"] for name, r in results.items()}
-    print(f"phase {ctx.phase}: " + ", ".join(f"{n} {s}" for n, s in statuses.items()))
-    sys.stdout.flush()
-    if out is not None:
-        pack(ctx, out, results)
-    sys.stdout = sys.__stdout__
-    return 1 if "failed" in statuses.values() or "not run" in statuses.values() else 0
-
-
-def pack(ctx: Context, out: Path, results: dict) -> None:
-    """$OUT gets three files: phase<N>.tar.gz (the phase's folder), phase<N>.json, summary.md."""
-    out.mkdir(parents=True, exist_ok=True)
-    left_out = []
-
-    def small(info):  # the tool brings back files of at most 16 MiB: no one file may swamp the archive
-        if info.size > MAX_ARCHIVED_BYTES:
-            left_out.append(f"{info.name} ({info.size} bytes)")
+    for step in COMMANDS[ctx.command]:
+        ctx.logs = []
+        try:
+            result = run_step(ctx, step, results)
+            with sigterm_held():
+                results[step.name] = record(ctx, outbox, step.name, result)
+        except Stopped as stop:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: record what is done, undisturbed
+            if step.name not in results:
+                record(ctx, outbox, step.name, {"status": "killed", "reason": f"the call was stopped ({stop}) "
+                                                "during this step"})
+            outbox.finish(stopped=f"{stop} during {step.name}")
             return None
-        return info
-    with tarfile.open(out / f"phase{ctx.phase}.tar.gz", "w:gz") as tar:
-        tar.add(ctx.phase_dir, arcname=ctx.phase_dir.name, filter=small)
-    record = {"phase": ctx.phase, "device": ctx.label, "commit": ctx.commit, "steps": results,
-              "left_out_of_archive": left_out}
-    (out / f"phase{ctx.phase}.json").write_text(json.dumps(record, indent=1, default=str))
-    shutil.copy(ctx.results / "summary.md", out / "summary.md")
-    print(f"wrote {', '.join(sorted(p.name for p in out.iterdir()))} to {out}", flush=True)
+    with sigterm_held():
+        outbox.finish()
+    print("\n" + summary.write(ctx.results))
+    print(f"{ctx.command}: " + ", ".join(f"{n} {r['status']}" for n, r in results.items()), flush=True)
+    return results
 
+
+def record(ctx: Context, outbox: Outbox, name: str, result: dict) -> dict:
+    result["log_tail"] = log_tails(ctx.logs)
+    write_result(ctx, name, result)
+    outbox.step_done(name, result)
+    return result
+
+
+# -- the command line --------------------------------------------------------------------------
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("phase", nargs="?", choices=["1", "2", "3", "summary"])
+    p.add_argument("command", nargs="?", choices=[*COMMANDS, "next", "summary"])
     p.add_argument("--device", choices=("cuda", "cpu"), default=None)
     p.add_argument("--tiny", action="store_true", help="small graph, few batches (the CPU dry run)")
     p.add_argument("--results", type=Path, default=None, help="default: benchmarks/results/<device>")
-    p.add_argument("--out", type=Path, default=None, help="where the phase's files go (default: $OUT, if set)")
+    p.add_argument("--out", type=Path, default=None, help="where the call's files go (default: $OUT, if set)")
     p.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS, help="the --prepare folder")
-    p.add_argument("--budget", type=float, default=530.0, help="the phase's seconds")
+    p.add_argument("--timeout", type=float, default=float(os.environ.get("GPU_SUITE_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
+                   help="the seconds after which the machine kills this command (default: $GPU_SUITE_TIMEOUT_S, "
+                   "else 600)")
+    p.add_argument("--budget", type=float, default=None, help="seconds of work (default: the timeout less 60 s, "
+                   "at most the command's cap: " + ", ".join(f"{c} {s} s" for c, s in CAPS.items()) + ")")
     p.add_argument("--commit", default=None, help="the commit the tree is at (default: git, or --prepare's)")
     p.add_argument("--prepare", nargs="?", type=Path, const=DEFAULT_WHEELS, default=None, metavar="DIR",
                    help="prepare what the bare GPU machine lacks in DIR (default .gpu-wheels/)")
+    p.add_argument("--shared", type=Path, default=None, help="--prepare takes what fits from this prepared "
+                   "folder first (default: ../shared/gpu-wheels beside the checkout or its main checkout)")
     args = p.parse_args(argv)
-    if args.phase is None and args.prepare is None:
-        p.error("give a phase (1, 2, 3 or summary), or --prepare")
+    if args.command is None and args.prepare is None:
+        p.error("give a command (check, speed, pyg, next or summary), or --prepare")
     return args
+
+
+def context(args, command: str) -> Context:
+    device = args.device or ("cuda" if gpu_name() else "cpu")
+    label = device_label(device, args.tiny)
+    budget = args.budget if args.budget is not None else min(CAPS[command], args.timeout - MARGIN_S)
+    return Context(device=device, tiny=args.tiny, label=label, wheels=args.wheels.resolve(), command=command,
+                   results=(args.results or REPO / "benchmarks" / "results" / label).resolve(),
+                   budget_s=max(budget, 0.0), commit=args.commit or find_commit(args.wheels))
+
+
+def choose_next(ctx: Context, out: Path | None) -> str | None:
+    """`next`: the command due (plan.py), or None; says which and why, in $OUT too."""
+    command, reason = plan.next_command(ctx.results)
+    print(f"next: {reason}", flush=True)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "next.json").write_text(json.dumps({"command": command, "reason": reason, "device": ctx.label}))
+    return command
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.prepare is not None:
-        code = offline.prepare(args.prepare.resolve())
-        if args.phase is None or code:
+        from benchmarks.gpu.prepare import prepare  # here only: it needs packaging and pip
+        code = prepare(args.prepare.resolve(), args.shared)
+        if args.command is None or code:
             return code
-    device = args.device or ("cuda" if gpu_name() else "cpu")
-    label = device_label(device, args.tiny)
-    results = (args.results or REPO / "benchmarks" / "results" / label).resolve()
-    if args.phase == "summary":
-        print(summary.write(results))
-        return 0
-    ctx = Context(device=device, tiny=args.tiny, label=label, results=results, wheels=args.wheels.resolve(),
-                  phase=int(args.phase), budget_s=args.budget, commit=args.commit or find_commit(args.wheels))
     out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
-    return run_phase(ctx, out.resolve() if out else None)
+    out = out.resolve() if out else None
+    command = args.command
+    if command in ("next", "summary"):
+        ctx = context(args, "check")
+        if command == "summary":
+            print(summary.write(ctx.results))
+            return 0
+        command = choose_next(ctx, out)
+        if command is None:
+            return 0
+    return run_command(context(args, command), out, args.timeout)
 
 
 if __name__ == "__main__":

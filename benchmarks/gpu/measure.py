@@ -1,123 +1,128 @@
-"""The steps that measure. Phase 2: `sampling`, `stress`, `cache`, `pipeline` (each benchmark run
-as it is, writing its JSON as it goes, so a time limit loses the figures still to come, not those
-already taken). Phase 3: `e2e_fused`, `e2e_pyg`, `e2e_bsp` (launch.py with each sampler, and the
-PyG reference loop, on the same graph and config; metrics.json is written every epoch)."""
+"""The steps that measure. `speed`: `graph` (the products-scale synthetic graph), `sampling`
+(fused against bsp), `e2e_fused` and `e2e_bsp` (one epoch of launch.py with each sampler),
+`cache`, and `pipeline` (with and without MPS) when time is left. `pyg`: `graph`,
+`sampling_pyg` and `e2e_pyg` (PyG's NeighborLoader reference, on the same config).
+
+Each benchmark runs as it is, writing its JSON as it goes, so a time limit loses the figures still
+to come, not those already taken; a benchmark that measured nothing is failed."""
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 
-from common import DATA_ROOT, Context, rel, run_logged, show
-from offline import importable
+from benchmarks.gpu.common import DATA_ROOT, Context, failed, last_json, module, read_json, rel, run_logged, show
 
-LIMITS = {"sampling": 110, "stress": 80, "cache": 90, "pipeline": 240,
-          "e2e_fused": 150, "e2e_pyg": 180, "e2e_bsp": 150}
+LIMITS = {"graph": 150, "sampling": 50, "e2e_fused": 100, "e2e_bsp": 100, "cache": 45, "pipeline": 150,
+          "sampling_pyg": 90, "e2e_pyg": 240}
 
 
-def _bench(ctx: Context, name: str, script: str, args: list[str], headline) -> dict:
-    """Run one benchmark into <phase>/bench/<name>.json; its figures even when it was cut off."""
-    out = ctx.phase_dir / "bench" / f"{name}.json"
+def graph(ctx: Context) -> dict:
+    """The synthetic graph of the run's scale, generated on every core (then cached on this machine)."""
+    code = (f"import json, time; t = time.perf_counter()\n"
+            f"from conveyor.partition.datasets import load_dataset\n"
+            f"g = load_dataset('synthetic', root={str(DATA_ROOT)!r}, scale={ctx.scale}, seed=0)\n"
+            f"print(json.dumps({{'nodes': g.num_nodes, 'edges': g.num_edges, "
+            f"'seconds': time.perf_counter() - t}}))")
+    outcome = run_logged(ctx, "graph", [sys.executable, "-c", code], LIMITS["graph"], quiet=True,
+                         title=f"load_dataset('synthetic', scale={ctx.scale:g}) under {rel(DATA_ROOT)}")
+    figures = last_json(outcome.output)
+    if not outcome.ok or not figures:
+        return failed({}, f"generating the graph {outcome.describe()}")
+    return {"status": "passed", "scale": ctx.scale, **figures}
+
+
+def bench(ctx: Context, name: str, target: str, args: list[str], headline) -> dict:
+    """Run one benchmark into <folder>/bench/<name>.json; its figures even when it was cut off.
+    `headline` gives the figures that count, or None when it measured nothing."""
+    out = ctx.folder / "bench" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, script, *args, "--out", str(out)]
+    cmd = module(target, *args, "--out", str(out))
     outcome = run_logged(ctx, name, cmd, LIMITS[name])
     result = {"command": show(cmd), "json": rel(out), "rc": outcome.rc}
-    report = _read(out)
-    if report is not None:
-        result.update(headline(report))
-    if outcome.ok and report is not None:
+    report = read_json(out)
+    figures = headline(report) if report is not None else None
+    result.update(figures or {})
+    if outcome.ok and figures:
         return {**result, "status": "passed"}
-    kept = "; the figures taken before are kept" if report is not None else ""
-    return {**result, "status": "failed", "reason": f"{script} {outcome.describe()}{kept}"}
+    kept = "; the figures taken before are kept" if figures else ""
+    why = "it measured nothing" if outcome.ok else outcome.describe()
+    return failed(result, f"{target} {why}{kept}")
 
 
-def _read(path) -> dict | None:
-    """A benchmark's JSON; None if it wrote none, or was killed while writing it."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _common(ctx: Context) -> list[str]:
+def graph_args(ctx: Context) -> list[str]:
     return ["--device", ctx.device, "--scale", str(ctx.scale), "--data-root", str(DATA_ROOT)]
 
 
-# -- phase 2 ------------------------------------------------------------------------------------
+# -- sampling ----------------------------------------------------------------------------------
+
+def sampling_rows(ctx: Context) -> list[str]:
+    """The rows: [15, 10, 5] at 1024 and 4096 seeds (the dry run: [5, 5] at 64), 20 timed batches."""
+    if ctx.tiny:
+        return ["--batches", "2", "--fanouts", "5,5", "--batch-sizes", "64"]
+    return ["--batches", "20", "--fanouts", "15,10,5", "--batch-sizes", "1024,4096"]
+
+
+def headline_row(ctx: Context) -> tuple[list[int], int]:
+    return ([5, 5], 64) if ctx.tiny else ([15, 10, 5], 1024)
+
 
 def sampling(ctx: Context) -> dict:
-    """fused (single batches and super-batches of 8), bsp and PyG's sampler at products scale;
-    PyG's CPU sampler gets 2 timed batches a row, so its rows always fit. The dry run samples with
-    bsp and pyg only (fused would run under Triton's interpreter)."""
-    if ctx.tiny:
-        args = ["--samplers", "bsp,pyg", "--batches", "2", "--fanouts", "15,10,5", "--batch-sizes", "1024"]
-    else:
-        samplers = "fused,bsp,pyg" if ctx.fused_ok else "bsp,pyg"
-        args = ["--samplers", samplers, "--batches", "20", "--pyg-batches", "2", "--super-batch", "8"]
-    return _bench(ctx, "sampling", "benchmarks/sampling.py", _common(ctx) + args, sampling_headline)
+    """fused (single batches and super-batches) against bsp; without a fused row the later steps
+    leave the fused kernel alone."""
+    samplers = "fused,bsp" if ctx.fused_ok else "bsp"
+    args = graph_args(ctx) + ["--samplers", samplers, "--super-batch", "2" if ctx.tiny else "8", *sampling_rows(ctx)]
+    result = bench(ctx, "sampling", "benchmarks.sampling", args, lambda r: sampling_headline(r, *headline_row(ctx)))
+    if result.get("fused_ms") is None:
+        ctx.fused_ok = False
+    return result
 
 
-def stress(ctx: Context) -> dict:
-    if not ctx.fused_ok:
-        return {"status": "not run", "reason": "the fused kernel's smoke launch failed"}
-    tiny = ["--tiny", "--calls", "3", "--max-seeds", "16", "--check-every", "1", "--replay-every", "2"]
-    args = ["--device", ctx.device] + (tiny if ctx.tiny else ["--seconds", str(LIMITS["stress"] - 20)])
-    return _bench(ctx, "stress", "benchmarks/gpu/stress.py", args, stress_headline)
+def sampling_pyg(ctx: Context) -> dict:
+    """PyG's sampler (on the CPU, as its NeighborLoader samples) on the same rows, 2 timed batches a row."""
+    args = graph_args(ctx) + ["--samplers", "pyg", "--pyg-batches", "2", *sampling_rows(ctx)]
+    return bench(ctx, "sampling_pyg", "benchmarks.sampling", args, lambda r: sampling_headline(r, *headline_row(ctx)))
 
 
-def cache(ctx: Context) -> dict:
-    args = (["--sizes", "0.1,0.2", "--timed-batches", "2", "--repeats", "1", "--batch-size", "256"] if ctx.tiny
-            else ["--batches", "60", "--sizes", "0.05,0.1,0.2,0.4", "--timed-batches", "20", "--repeats", "3"])
-    return _bench(ctx, "cache", "benchmarks/cache.py", _common(ctx) + args, cache_headline)
-
-
-def pipeline(ctx: Context) -> dict:
-    """serial, async, and async under a private MPS daemon (recorded as unavailable, with why, when
-    it does not start); fused sampling on the GPU unless the smoke launch failed."""
-    args = ["--epochs", "2", "--batch-size", "128", "--fanouts", "5,5"] if ctx.tiny else ["--epochs", "2"]
-    if ctx.cuda and not ctx.fused_ok:
-        args += ["--sampler", "bsp"]
-    return _bench(ctx, "pipeline", "benchmarks/pipeline.py", _common(ctx) + args, pipeline_headline)
-
-
-def sampling_headline(report: dict) -> dict:
-    """fused and bsp at 1024 seeds, [15, 10, 5]; the super-batch's sampled edges per second."""
+def sampling_headline(report: dict, fanouts: list[int], batch_size: int) -> dict | None:
+    """Each sampler's ms per batch and sampled edges per second at (fanouts, batch_size); the
+    fused super-batch's edges per second. None when no row was measured."""
     rows = [r for r in report.get("rows", []) if r.get("available")]
+    if not rows:
+        return None
 
-    def row(sampler, mode="batch", fanouts=(15, 10, 5), batch_size=1024):
+    def row(sampler, mode="batch"):
         return next((r for r in rows if r["sampler"] == sampler and r["mode"] == mode
-                     and r["fanouts"] == list(fanouts) and r["batch_size"] == batch_size), None)
+                     and r["fanouts"] == fanouts and r["batch_size"] == batch_size), {})
     fused, bsp, pyg, superb = row("fused"), row("bsp"), row("pyg"), row("fused", "super-batch")
-    best_super = max((r for r in rows if r["mode"] == "super-batch"), key=lambda r: r["edges_per_s"], default=None)
-    get = lambda r, key: r and r.get(key)  # noqa: E731
-    return {"fused_ms": get(fused, "ms_per_batch"), "bsp_ms": get(bsp, "ms_per_batch"),
-            "pyg_ms": get(pyg, "ms_per_batch"), "pyg_batches": get(pyg, "batches"),
-            "fused_speedup_vs_bsp": get(fused, "speedup_vs_bsp"),
-            "fused_interpreted": report["meta"]["fused_interpreted"], "super_batch": report["meta"]["super_batch"],
-            "super_batch_edges_per_s": get(superb, "edges_per_s"),
-            "best_super_batch_edges_per_s": get(best_super, "edges_per_s"),
-            "bsp_edges_per_s": get(bsp, "edges_per_s"), "rows": len(rows),
+    best_super = max((r for r in rows if r["mode"] == "super-batch"), key=lambda r: r["edges_per_s"], default={})
+    return {"fanouts": fanouts, "batch_size": batch_size, "fused_ms": fused.get("ms_per_batch"),
+            "bsp_ms": bsp.get("ms_per_batch"), "pyg_ms": pyg.get("ms_per_batch"), "pyg_batches": pyg.get("batches"),
+            "fused_speedup_vs_bsp": fused.get("speedup_vs_bsp"),
+            "fused_interpreted": report["meta"]["fused_interpreted"],
+            "super_batch": report["meta"]["super_batch"], "super_batch_edges_per_s": superb.get("edges_per_s"),
+            "best_super_batch_edges_per_s": best_super.get("edges_per_s"), "bsp_edges_per_s": bsp.get("edges_per_s"),
+            "pyg_edges_per_s": pyg.get("edges_per_s"), "rows": len(rows),
             "unavailable": {f"{r['sampler']} {r['mode']}": r["reason"] for r in report.get("rows", [])
                             if not r.get("available")}}
 
 
-def stress_headline(report: dict) -> dict:
-    keys = ("calls", "launches", "overflow_reruns", "batches", "launches_per_s", "call_ms", "max_batches_per_call",
-            "programs", "resident_programs", "checked_batches", "replays", "failures", "seconds")
-    return {"stress_status": report.get("status"), **{k: report.get(k) for k in keys},
-            **({"stress_reason": report["reason"]} if "reason" in report else {})}
+# -- cache and pipeline ------------------------------------------------------------------------
+
+def cache(ctx: Context) -> dict:
+    args = (["--sizes", "0.1,0.2", "--timed-batches", "2", "--repeats", "1", "--batch-size", "256"] if ctx.tiny
+            else ["--batches", "60", "--sizes", "0.05,0.1,0.2,0.4", "--timed-batches", "20", "--repeats", "3"])
+    return bench(ctx, "cache", "benchmarks.cache", graph_args(ctx) + args, cache_headline)
 
 
-def cache_headline(report: dict) -> dict:
+def cache_headline(report: dict) -> dict | None:
     """degree cache at 20% of the nodes (PaGraph's bar) against optimal and no cache; auto sizing."""
     degree = report.get("policies", {}).get("degree")
     if not degree:
-        return {}
+        return None
     size = "0.2" if "0.2" in degree else next(iter(degree))
     out = {"size": float(size), "hit_ratio": report["hit_ratio"]["degree"][size],
            "optimal_hit_ratio": report["hit_ratio"].get("optimal", {}).get(size),
-           "gather_gb_s": report["policies"]["degree"][size]["gather_gb_s"],
-           "none_gather_gb_s": report.get("none", {}).get("gather_gb_s"),
+           "gather_gb_s": degree[size]["gather_gb_s"], "none_gather_gb_s": report.get("none", {}).get("gather_gb_s"),
            "gather_speedup_vs_none": report.get("gather_speedup_vs_none", {}).get(size)}
     auto = report.get("auto")
     if auto:
@@ -127,9 +132,19 @@ def cache_headline(report: dict) -> dict:
     return out
 
 
-def pipeline_headline(report: dict) -> dict:
+def pipeline(ctx: Context) -> dict:
+    """serial, async, and async under a private MPS daemon (recorded as unavailable, with why, when
+    it does not start); fused sampling on the GPU unless the fused kernel failed before."""
+    args = ["--epochs", "2", "--batch-size", "128", "--fanouts", "5,5"] if ctx.tiny else ["--epochs", "2"]
+    args += ["--sampler", "bsp"] if ctx.cuda and not ctx.fused_ok else []
+    return bench(ctx, "pipeline", "benchmarks.pipeline", graph_args(ctx) + args, pipeline_headline)
+
+
+def pipeline_headline(report: dict) -> dict | None:
     """async (and async under MPS) against serial; overlap; IPC; GPU utilisation; MPS's status."""
     results, summary = report.get("results", {}), report.get("summary") or {}
+    if not results:
+        return None
     out = {"modes": sorted(results), "mps": report.get("mps")}
     if "serial" in results:
         out["serial_epoch_s"] = results["serial"]["epoch_s"]
@@ -141,69 +156,57 @@ def pipeline_headline(report: dict) -> dict:
             out[mode] = {"epoch_s": s["epoch_s"], "speedup_vs_serial": s["speedup_vs_serial"],
                          "overlap_efficiency": s["overlap_efficiency"], "ipc_ms_per_batch": s["ipc_ms_per_batch"],
                          "ipc_fraction": s["ipc_fraction_of_iteration"],
-                         "gpu_util_percent": results[mode].get("gpu_util_percent"),
-                         "mps_percent": s.get("mps_percent")}
+                         "gpu_util_percent": results[mode].get("gpu_util_percent"), "mps_percent": s.get("mps_percent")}
     return out
 
 
-# -- phase 3 ------------------------------------------------------------------------------------
+# -- end to end --------------------------------------------------------------------------------
 
 def e2e_overrides(ctx: Context, sampler: str) -> list[str]:
-    """launch.py's defaults (cache, pipeline, model size, batch 1024, [15, 10, 5]) with `sampler`
-    named (auto would be bsp), validation/test accuracy once after the last epoch: epoch times
-    exclude evaluation anyway."""
-    epochs = 1 if ctx.tiny else 3  # the dry run: one epoch is enough to keep the path alive
-    out = ["model=sage", "data=synthetic", f"data.scale={ctx.scale}", f"trainer.epochs={epochs}",
-           f"data.root={DATA_ROOT}", f"run.device={ctx.device}", "trainer.progress=false",
-           f"trainer.eval_every={epochs}", f"sampler={sampler}"]
+    """launch.py's defaults (cache, pipeline, model size, batch 1024, [15, 10, 5]) for one epoch
+    with `sampler` named (auto would be bsp); the last epoch is always evaluated."""
+    out = ["model=sage", "data=synthetic", f"data.scale={ctx.scale}", "trainer.epochs=1", f"data.root={DATA_ROOT}",
+           f"run.device={ctx.device}", "trainer.progress=false", f"sampler={sampler}"]
     return out + (["trainer.batch_size=128", "sampler.fanouts=[5,5]", "model.hidden=64"] if ctx.tiny else [])
 
 
-def _e2e(ctx: Context, name: str, argv: list[str], out_flag: str = "run.out_dir=") -> dict:
-    """One training run into <phase>/<name>/ (metrics.json, TensorBoard events; no checkpoints)."""
-    out = ctx.phase_dir / name
+def e2e(ctx: Context, name: str, cmd: list[str], out_flag: str = "run.out_dir=") -> dict:
+    """One training run into <folder>/<name>/ (metrics.json, TensorBoard events; no checkpoints)."""
+    out = ctx.folder / name
     shutil.rmtree(out, ignore_errors=True)  # launch.py refuses a folder with a checkpoint
-    cmd = [sys.executable, *argv, out_flag + str(out)]
+    cmd = cmd + [out_flag + str(out)]
     outcome = run_logged(ctx, name, cmd, LIMITS[name])
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # not a result; keeps the archive small
-    result = {"command": show(cmd), "rc": outcome.rc, **_run_figures(out)}
-    if outcome.ok and result.get("test_acc") is not None:
+    result = {"command": show(cmd), "rc": outcome.rc, **run_figures(out)}
+    if outcome.ok and result.get("epoch_times_s"):
         return {**result, "status": "passed"}
-    kept = f"; {len(result['epoch_times_s'])} epochs recorded" if result.get("epoch_times_s") else ""
-    return {**result, "status": "failed", "reason": f"{show(cmd[:2])} {outcome.describe()}{kept}"}
+    why = "it recorded no epoch" if outcome.ok else outcome.describe()
+    return failed(result, f"{show(cmd[:3])} {why}")
 
 
 def e2e_fused(ctx: Context) -> dict:
     if not ctx.fused_ok:
-        return {"status": "failed", "reason": "not run: the fused kernel's smoke launch failed"}
-    return _e2e(ctx, "e2e_fused", ["launch.py", *e2e_overrides(ctx, "fused")])
+        return {"status": "not run", "reason": "the fused kernel failed in the sampling step"}
+    return e2e(ctx, "e2e_fused", [sys.executable, "launch.py", *e2e_overrides(ctx, "fused")])
 
 
 def e2e_bsp(ctx: Context) -> dict:
-    return _e2e(ctx, "e2e_bsp", ["launch.py", *e2e_overrides(ctx, "bsp")])
+    return e2e(ctx, "e2e_bsp", [sys.executable, "launch.py", *e2e_overrides(ctx, "bsp")])
 
 
 def e2e_pyg(ctx: Context) -> dict:
-    """The PyG reference (NeighborLoader, PyG's GraphSAGE) on the same config. It needs
-    torch_sparse (or pyg-lib): without it the step fails, saying so; it is never skipped."""
-    have = importable(ctx, ["torch_scatter", "torch_sparse", "pyg_lib"])
-    if not (have["pyg_lib"] or (have["torch_scatter"] and have["torch_sparse"])):
-        return {"status": "failed", "modules": have, "reason": (
-            "the PyG reference needs torch_sparse/torch_scatter (or pyg-lib), and they are not installed: "
-            "prepare their wheels with `python benchmarks/gpu/device.py --prepare` and carry .gpu-wheels")}
+    """The PyG reference (NeighborLoader, PyG's GraphSAGE) on the same config and graph."""
     workers = ["compare.pyg_workers=2"] if ctx.tiny else []  # else auto: PyG's example's 12, cores allowing
-    return _e2e(ctx, "e2e_pyg", ["benchmarks/gpu/reference_run.py", *e2e_overrides(ctx, "bsp"), *workers], "--out=")
+    return e2e(ctx, "e2e_pyg", module("benchmarks.gpu.reference_run", *e2e_overrides(ctx, "bsp"), *workers), "--out=")
 
 
-def _run_figures(out) -> dict:
-    metrics = out / "metrics.json"
-    if not metrics.exists():
+def run_figures(out) -> dict:
+    report = read_json(out / "metrics.json")
+    if not report:
         return {}
-    report = json.loads(metrics.read_text())
     times = [e["epoch_time_s"] for e in report["epochs"]]
-    steady = times[1:] or times  # the first epoch pays for start-up and compilation
     final = report.get("final") or {}
-    return {"epoch_times_s": times, "mean_epoch_s": sum(times) / len(times) if times else None,
-            "steady_epoch_s": sum(steady) / len(steady) if steady else None, "test_acc": final.get("test_acc"),
-            "val_acc": final.get("val_acc"), "train_acc": final.get("train_acc"), "metrics": rel(metrics),
-            **({"setup": final["setup"]} if "setup" in final else {})}  # the reference's: its workers
+    return {"epoch_times_s": times, "epoch_s": times[-1] if times else None,
+            "eval_time_s": report["epochs"][-1].get("eval_time_s") if times else None,
+            "test_acc": final.get("test_acc"), "val_acc": final.get("val_acc"), "train_acc": final.get("train_acc"),
+            "metrics": rel(out / "metrics.json"), **({"setup": final["setup"]} if "setup" in final else {})}

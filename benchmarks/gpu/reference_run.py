@@ -3,7 +3,7 @@ the config that `launch.py OVERRIDE ...` would compose, as conveyor's `mode=comp
 its loader's worker processes are `compare.pyg_workers` (auto: as PyG's ogbn-products example,
 12, where the machine has the cores).
 
-    python benchmarks/gpu/reference_run.py --out DIR [compare.pyg_workers=N] OVERRIDE ...
+    python -m benchmarks.gpu.reference_run --out DIR [compare.pyg_workers=N] OVERRIDE ...
 
 Writes DIR/metrics.json (the shape conveyor's runs write; `final.setup.workers`: the workers it
 used) and prints `final` as one JSON line.
@@ -13,11 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 
 def main() -> None:

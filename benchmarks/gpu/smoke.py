@@ -1,4 +1,4 @@
-"""The fused kernel's first launches on a machine, alone in their process: every phase runs this
+"""The fused kernel's first launches on a machine, alone in their process: `check` runs this
 under a hard 60 s limit before anything else touches the kernel, so a kernel that hangs costs one
 minute, not the tests, the sanitizer and the benchmarks after it (pytest's timeout cannot
 interrupt a thread blocked in a CUDA synchronisation; a killed process group can).
@@ -9,7 +9,7 @@ it on a small products-shaped graph, and check every batch against the batch con
 one JSON line per stage as it goes, so a run killed at its limit still says where it stopped,
 and a last line with "ok": true.
 
-    python benchmarks/gpu/smoke.py [--device cuda|cpu] [--batches 1,8]
+    python -m benchmarks.gpu.smoke [--device cuda|cpu] [--batches 1,8]
 """
 from __future__ import annotations
 
@@ -17,12 +17,8 @@ import argparse
 import faulthandler
 import json
 import os
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 START = time.perf_counter()
 
 
@@ -30,21 +26,48 @@ def stage(name: str, **figures) -> None:
     print(json.dumps({"stage": name, "t": round(time.perf_counter() - START, 2), **figures}), flush=True)
 
 
-def main() -> None:
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--batches", default="1,8", help="super-batch sizes to compile and launch")
     p.add_argument("--tiny", action="store_true", help="interpreter-sized batches (the CPU dry run)")
     p.add_argument("--stop-after", type=float, default=35,
                    help="seconds after which no further variant is started (the first always runs)")
-    args = p.parse_args()
+    return p.parse_args(argv)
+
+
+def launch_variant(sampler, graph, count: int, size: int, fanouts, gen, device: str) -> dict:
+    """Compile the variant for super-batches of `count`, launch it once, check every batch."""
+    import torch
+
+    from conveyor.samplers.checks import assert_valid_batch  # the batch contract
+    seeds = [torch.randperm(graph.num_nodes, generator=gen)[:size] for _ in range(count)]
+    stage("compiling", batches=count)
+    start = time.perf_counter()
+    compiled = sampler.compile(count)
+    compile_s = time.perf_counter() - start
+    stage("launching", batches=count, compile_s=round(compile_s, 2))
+    start = time.perf_counter()
+    batches = sampler.sample_many(seeds)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    launch_s = time.perf_counter() - start
+    for batch, s in zip(batches, seeds):
+        assert_valid_batch(batch, graph, s, fanouts)
+    figures = {k: v for k, v in compiled.items() if k != "meta"}
+    stage("checked", batches=count, first_launch_s=round(launch_s, 3), **figures)
+    return {"batches": count, "compile_s": compile_s, "first_launch_s": launch_s,
+            "launches": sampler.num_launches, **figures, "meta": compiled["meta"]}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before samplers.fused defines the kernel
     faulthandler.dump_traceback_later(50, exit=False)  # a hang shows where, before the 60 s kill
     import torch
 
     from conveyor.partition.datasets.synthetic import generate
-    from conveyor.samplers.checks import assert_valid_batch  # the batch contract
     from conveyor.samplers.fused import FusedSampler
 
     graph = generate(scale=0.002, seed=0)  # 4.9K nodes, 247K edges: hubs and low-degree nodes
@@ -57,23 +80,7 @@ def main() -> None:
         if variants and time.perf_counter() - START > args.stop_after:
             stage("stopped", reason=f"{args.stop_after:.0f} s passed: no further variant started")
             break
-        seeds = [torch.randperm(graph.num_nodes, generator=gen)[:size] for _ in range(count)]
-        stage("compiling", batches=count)
-        start = time.perf_counter()
-        compiled = sampler.compile(count)
-        compile_s = time.perf_counter() - start
-        stage("launching", batches=count, compile_s=round(compile_s, 2))
-        start = time.perf_counter()
-        batches = sampler.sample_many(seeds)
-        if args.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        launch_s = time.perf_counter() - start
-        for batch, s in zip(batches, seeds):
-            assert_valid_batch(batch, graph, s, fanouts)
-        figures = {k: v for k, v in compiled.items() if k != "meta"}
-        variants.append({"batches": count, "compile_s": compile_s, "first_launch_s": launch_s,
-                         "launches": sampler.num_launches, **figures, "meta": compiled["meta"]})
-        stage("checked", batches=count, first_launch_s=round(launch_s, 3), **figures)
+        variants.append(launch_variant(sampler, graph, count, size, fanouts, gen, args.device))
     faulthandler.cancel_dump_traceback_later()
     print(json.dumps({"ok": True, "variants": variants, "fanouts": fanouts, "batch_size": size,
                       "seconds": time.perf_counter() - START}))

@@ -13,7 +13,7 @@ A watchdog thread ends the process (exit 3, every thread's stack printed) when n
 for --stall-s seconds. The figures go to --out as they accrue (every 2 s), so a run killed at its
 time limit keeps them; the last line printed is the same JSON.
 
-    python benchmarks/gpu/stress.py --device cuda --seconds 90 --out stress.json
+    python -m benchmarks.gpu.stress --device cuda --seconds 90 --out stress.json
 """
 from __future__ import annotations
 
@@ -28,8 +28,6 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 STARTED = time.perf_counter()
 
 BATCH_COUNTS = (1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 48, 64)  # every compiled variant, 1..64
@@ -39,8 +37,13 @@ WIDE_BATCH_COUNTS = (1, 8)
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--seconds", type=float, default=90, help="stop after this long, compiles included")
+    p.add_argument("--seconds", type=float, default=90, help="seconds of calls, counted after start-up (the "
+                   "graphs and the compiles)")
+    p.add_argument("--deadline-s", type=float, default=None, help="no call starts this long after the process "
+                   "started, start-up included (a step's time limit less a margin)")
     p.add_argument("--calls", type=int, default=20000, help="stop after this many calls")
+    p.add_argument("--batch-counts", default=None, help="the super-batch sizes drawn, comma-separated "
+                   "(default: " + ",".join(map(str, sorted(set(BATCH_COUNTS)))) + ", 1 the most often)")
     p.add_argument("--max-seeds", type=int, default=4096)
     p.add_argument("--oversubscribe", type=int, default=4, help="programs per resident program")
     p.add_argument("--buffer-scale", type=float, default=0.01)
@@ -51,7 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tiny", action="store_true", help="interpreter sizes (the CPU dry run)")
     p.add_argument("--out", required=True)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.batch_counts = tuple(int(c) for c in args.batch_counts.split(",")) if args.batch_counts else BATCH_COUNTS
+    return args
 
 
 class Figures:
@@ -115,7 +120,7 @@ def make_configs(args, torch):
         wide_nodes, wide_edges, fanouts = 3000, 60000, [15, 10, 5]
     # In-degrees ~20 (at most ~45): a fanout of 64 takes every neighbour, more than one tile wide.
     wide = Graph.from_edge_index(torch.randint(0, wide_nodes, (2, wide_edges), generator=gen), wide_nodes)
-    return [("products-shaped", main, fanouts, BATCH_COUNTS, 3), ("wide", wide, [4, 64], WIDE_BATCH_COUNTS, 1)]
+    return [("products-shaped", main, fanouts, args.batch_counts, 3), ("wide", wide, [4, 64], WIDE_BATCH_COUNTS, 1)]
 
 
 def precompile(configs, device, figures: Figures) -> dict:
@@ -158,13 +163,15 @@ def check(call, sampler, graph, fanouts, seeds, batches, figures, args, torch):
 
 
 def run_calls(args, configs, resident: dict, figures: Figures, torch) -> None:
-    """Random calls until --calls or --seconds, each counted, some checked, under the watchdog."""
+    """Random calls until --calls, --seconds of calls or --deadline-s, each counted, some checked,
+    under the watchdog."""
     from conveyor.samplers.fused import FusedSampler
     rng, samplers, d = random.Random(args.seed), {}, figures.data
     progress = [time.monotonic(), "starting"]
     threading.Thread(target=watchdog, args=(figures, progress, args.stall_s), daemon=True).start()
     start = time.perf_counter()
-    while d["calls"] < args.calls and time.perf_counter() - STARTED < args.seconds:
+    deadline = STARTED + (args.deadline_s if args.deadline_s is not None else float("inf"))
+    while d["calls"] < args.calls and time.perf_counter() - start < args.seconds and time.perf_counter() < deadline:
         name, graph, fanouts, counts, _ = rng.choices(configs, weights=[c[4] for c in configs])[0]
         if name not in samplers or d["calls"] % args.reset_every == 0:  # fresh, too small buffers
             samplers[name] = FusedSampler(graph, fanouts, device=args.device, seed=rng.getrandbits(31),
@@ -197,12 +204,17 @@ def main(argv=None):
                         programs={n: args.oversubscribe * r for n, r in resident.items()},
                         configs=[{"name": n, "nodes": g.num_nodes, "fanouts": f, "batch_counts": sorted(set(c))}
                                  for n, g, f, c, _ in configs])
+    figures.data["startup_s"] = time.perf_counter() - STARTED
     run_calls(args, configs, resident, figures, torch)
     d = figures.data
-    d["status"] = "failed" if d["failures"] else "passed"
+    d["status"] = "failed" if d["failures"] or not d["calls"] else "passed"
+    if not d["calls"]:  # a stress run that made no call proved nothing
+        d["reason"] = f"no call was made ({d['startup_s']:.0f} s of start-up; --deadline-s {args.deadline_s})"
+    elif d["failures"]:
+        d["reason"] = f"{len(d['failures'])} of {d['calls']} calls failed their checks: {d['failures'][0]}"
     figures.write(force=True)
     print(json.dumps(d), flush=True)
-    sys.exit(1 if d["failures"] else 0)
+    sys.exit(1 if d["status"] == "failed" else 0)
 
 
 if __name__ == "__main__":
