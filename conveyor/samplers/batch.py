@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
@@ -16,6 +16,10 @@ class SampledBatch:
     num_nodes_per_hop: Tensor
     # edge_index_per_hop[h-1]: [2, E_h] local ids, row 0 the sampled neighbour, row 1 its target.
     edge_index_per_hop: List[Tensor]
+    # edge_pos_per_hop[h-1]: [E_h] int64, each sampled edge's position in the graph's CSC arrays
+    # (`graph.indices[pos]` is its neighbour): its edge attributes' row, and through `graph.edge_ids`
+    # PyG's e_id. None for a sampler that does not say (its batches carry no edge attributes).
+    edge_pos_per_hop: Optional[List[Tensor]] = None
 
     @property
     def num_hops(self) -> int:
@@ -30,8 +34,9 @@ class SampledBatch:
         return sum(int(e.size(1)) for e in self.edge_index_per_hop)
 
     def to(self, device, non_blocking: bool = False) -> "SampledBatch":
+        move = lambda tensors: None if tensors is None else [t.to(device, non_blocking=non_blocking) for t in tensors]
         return SampledBatch(self.n_id.to(device, non_blocking=non_blocking), self.num_nodes_per_hop,
-                            [e.to(device, non_blocking=non_blocking) for e in self.edge_index_per_hop])
+                            move(self.edge_index_per_hop), move(self.edge_pos_per_hop))
 
     def layers(self):
         """(edge_index, num_src, num_dst) per model layer, first layer (hop L) first."""
@@ -42,17 +47,19 @@ class SampledBatch:
     def to_tensors(self) -> Dict[str, Tensor]:
         """The batch's tensors by name, to cross a process boundary in shared buffers; the node
         counts travel apart, as a plain list (`from_tensors` puts the batch back together)."""
-        return {"n_id": self.n_id, **{f"e{h}": e for h, e in enumerate(self.edge_index_per_hop)}}
+        positions = {f"p{h}": p for h, p in enumerate(self.edge_pos_per_hop or [])}
+        return {"n_id": self.n_id, **{f"e{h}": e for h, e in enumerate(self.edge_index_per_hop)}, **positions}
 
     @classmethod
     def from_tensors(cls, tensors: Dict[str, Tensor], num_nodes_per_hop: List[int]) -> "SampledBatch":
         hops = len(num_nodes_per_hop) - 1
+        positions = [tensors[f"p{h}"] for h in range(hops)] if hops and "p0" in tensors else None
         return cls(tensors["n_id"], torch.tensor(num_nodes_per_hop, dtype=torch.long),
-                   [tensors[f"e{h}"] for h in range(hops)])
+                   [tensors[f"e{h}"] for h in range(hops)], positions)
 
     def share_memory_(self) -> "SampledBatch":
         self.n_id.share_memory_()
-        for e in self.edge_index_per_hop:
+        for e in [*self.edge_index_per_hop, *(self.edge_pos_per_hop or [])]:
             e.share_memory_()
         return self
 

@@ -117,7 +117,7 @@ class BSPSampler:
         seeds = check_seeds(seeds, self.num_nodes).to(self.device)
         n_id, count = seeds, seeds.numel()
         self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
-        counts, edges = [count], []
+        counts, edges, positions = [count], [], []
         for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             start = self.indptr.index_select(0, n_id[first:])
@@ -134,8 +134,9 @@ class BSPSampler:
             counts.append(count)
             hop[0].copy_(self.local.index_select(0, nbrs))
             edges.append(hop)
+            positions.append(pos)
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
-        return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges)
+        return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):
         return [self.sample(s) for s in seed_list]
