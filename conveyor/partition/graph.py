@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 from torch import Tensor
@@ -18,8 +18,9 @@ from torch import Tensor
 from conveyor.core.errors import ConveyorError
 from conveyor.core.regular import check_regular
 
-TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
+TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_ids")
 SPLIT_NAMES = ("train", "val", "test")
+NODE, EDGE = "node.", "edge."  # how `tensors()` names the other attributes: node.year, edge.edge_attr
 
 
 @dataclass
@@ -33,6 +34,13 @@ class Graph:
     test_idx: Optional[Tensor] = None
     num_classes: Optional[int] = None
     name: str = "graph"
+    # CSC position -> the edge's column in the edge_index the graph was built from (PyG's e_id);
+    # None: the positions are the edges' ids (a dataset's own graph, or parallel edges merged).
+    edge_ids: Optional[Tensor] = None
+    # Every other node-level tensor ([num_nodes, ...]: a PyG Data's train_mask, year, ...), and every
+    # edge-level one in CSC order ([num_edges, ...]: edge_attr, edge_weight), by name.
+    node_attrs: Dict[str, Tensor] = field(default_factory=dict)
+    edge_attrs: Dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:
@@ -41,6 +49,25 @@ class Graph:
     @property
     def num_edges(self) -> int:
         return self.indices.numel()
+
+    def edge_id(self, positions: Tensor) -> Tensor:
+        """The ids (PyG's e_id) of the edges at these CSC positions."""
+        return positions if self.edge_ids is None else self.edge_ids.to(positions.device)[positions]
+
+    def tensors(self) -> Dict[str, Tensor]:
+        """Every tensor of the graph by name (the attributes as `node.<name>`, `edge.<name>`): what
+        is saved, shared with the stage processes, and put back by `from_tensors`."""
+        own = {f: getattr(self, f) for f in TENSOR_FIELDS if getattr(self, f) is not None}
+        return {**own, **{NODE + k: v for k, v in self.node_attrs.items()},
+                **{EDGE + k: v for k, v in self.edge_attrs.items()}}
+
+    @classmethod
+    def from_tensors(cls, tensors: Dict[str, Tensor], **meta) -> "Graph":
+        """The graph `tensors()` took apart; `meta`: num_classes, name."""
+        own = {k: v for k, v in tensors.items() if k in TENSOR_FIELDS}
+        node = {k[len(NODE):]: v for k, v in tensors.items() if k.startswith(NODE)}
+        edge = {k[len(EDGE):]: v for k, v in tensors.items() if k.startswith(EDGE)}
+        return cls(**own, node_attrs=node, edge_attrs=edge, **meta)
 
     def in_degree(self) -> Tensor:
         return self.indptr[1:] - self.indptr[:-1]
@@ -58,8 +85,11 @@ class Graph:
     def from_edge_index(cls, edge_index: Tensor, num_nodes: int, dedup: bool = True, **attrs) -> "Graph":
         """CSC from a `[2, E]` tensor (row 0 source, row 1 destination, as in PyG).
 
-        Duplicate edges are dropped by default: samplers draw *distinct* neighbours, so a repeated
-        edge would let one neighbour be drawn twice.
+        `dedup` (the datasets' default) drops repeated edges: samplers draw distinct edges, so a
+        repeated edge lets one neighbour be drawn twice. `dedup=False` keeps every edge, as PyG's
+        loader does, and records in `edge_ids` each CSC position's column of `edge_index` (edges
+        into one node in source order, ties in their given order); `edge_attrs` given in
+        `edge_index`'s order are put in CSC order with it.
         """
         edge_index = torch.as_tensor(edge_index)
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
@@ -79,12 +109,16 @@ class Graph:
                 f"num_nodes or remap the ids.")
         src, dst = edge_index
         key = dst * max(num_nodes, 1) + src  # sort by destination, then source
-        key = torch.unique(key) if dedup else torch.sort(key).values
+        if dedup:
+            key, order = torch.unique(key), None
+        else:
+            key, order = torch.sort(key, stable=True)
+            attrs["edge_attrs"] = {k: v[order] for k, v in attrs.get("edge_attrs", {}).items()}
         dst, src = key // max(num_nodes, 1), key % max(num_nodes, 1)
         indptr = torch.zeros(num_nodes + 1, dtype=torch.long)
         indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
         small = num_nodes < 2**31 - 1
-        return cls(indptr=indptr, indices=src.to(torch.int32 if small else torch.long), **attrs)
+        return cls(indptr=indptr, indices=src.to(torch.int32 if small else torch.long), edge_ids=order, **attrs)
 
     @classmethod
     def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None) -> "Graph":
@@ -145,7 +179,7 @@ class Graph:
     def save(self, directory: str | os.PathLike) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: getattr(self, k) for k in TENSOR_FIELDS if getattr(self, k) is not None}
+        tensors = self.tensors()
         tmp = directory / "graph.pt.tmp"
         torch.save({k: v.contiguous() for k, v in tensors.items()}, tmp)
         os.replace(tmp, directory / "graph.pt")  # atomic: a crash never leaves half a graph
@@ -163,15 +197,14 @@ class Graph:
         rebuilt_from = rebuilt_from or directory
         tensors = load_saved(directory / "graph.pt", rebuilt_from, mmap)
         meta = load_saved(directory / "meta.json", rebuilt_from)
-        if not (isinstance(tensors, dict) and set(tensors) <= set(TENSOR_FIELDS) and isinstance(meta, dict)):
+        known = lambda k: k in TENSOR_FIELDS or k.startswith((NODE, EDGE))
+        if not (isinstance(tensors, dict) and all(map(known, tensors)) and isinstance(meta, dict)):
             raise damaged(directory / "graph.pt", rebuilt_from, "unexpected contents")
-        return cls(**tensors, num_classes=meta.get("num_classes"), name=meta.get("name", "graph"))
+        return cls.from_tensors(tensors, num_classes=meta.get("num_classes"), name=meta.get("name", "graph"))
 
     def share_memory_(self) -> "Graph":
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, Tensor):
-                value.share_memory_()
+        for value in self.tensors().values():
+            value.share_memory_()
         return self
 
     def __repr__(self) -> str:

@@ -15,7 +15,6 @@ from typing import Dict, Optional, Tuple
 from torch import Tensor
 
 from conveyor.partition import Graph
-from conveyor.partition.graph import TENSOR_FIELDS
 from conveyor.pipeline.shm import check_shm_room
 
 SAVED_FILE = "graph.pt"
@@ -34,26 +33,25 @@ class GraphHandle:
     def open(self) -> Graph:
         tensors = dict(self.shared)
         if self.mapped:
-            saved = Graph.load(self.directory, mmap=True)
-            tensors.update({f: getattr(saved, f) for f in self.mapped})
-        return Graph(**tensors, num_classes=self.num_classes, name=self.name)
+            saved = Graph.load(self.directory, mmap=True).tensors()
+            tensors.update({f: saved[f] for f in self.mapped})
+        return Graph.from_tensors(tensors, num_classes=self.num_classes, name=self.name)
 
 
 def share_graph(graph: Graph) -> GraphHandle:
     """A handle to `graph` for other processes (moves the tensors that are not file-mapped into
     shared memory, in place)."""
-    maps = _file_maps()
+    maps, tensors = _file_maps(), graph.tensors()
     directory, mapped = None, ()
     origin = _file_offset(maps, graph.indptr)
     if origin is not None and Path(origin[0]).name == SAVED_FILE:
         directory = str(Path(origin[0]).parent)
-        saved = Graph.load(directory, mmap=True)
+        saved = Graph.load(directory, mmap=True).tensors()
         maps = _file_maps()  # now with the second mapping of the file
-        mapped = tuple(f for f in TENSOR_FIELDS
-                       if _same_tensor(maps, getattr(graph, f), getattr(saved, f)))
-    moved = [f for f in TENSOR_FIELDS if f not in mapped and getattr(graph, f) is not None]
-    check_shm_room(sum(_bytes(getattr(graph, f)) for f in moved if not getattr(graph, f).is_shared()))
-    shared = {f: getattr(graph, f).share_memory_() for f in moved}
+        mapped = tuple(f for f, t in tensors.items() if _same_tensor(maps, t, saved.get(f)))
+    moved = [f for f in tensors if f not in mapped]
+    check_shm_room(sum(_bytes(tensors[f]) for f in moved if not tensors[f].is_shared()))
+    shared = {f: tensors[f].share_memory_() for f in moved}
     return GraphHandle(directory, mapped, shared, graph.num_classes, graph.name)
 
 
