@@ -57,7 +57,7 @@ class NeighborLoader(PipelineLoader):
                  device="auto", seed=None, depth: Optional[int] = None, **pyg_keywords):
         options = options_of(check_keywords(pyg_keywords), pipeline, depth)
         if options.pipeline == "async":
-            check_main_guard("conveyor.NeighborLoader(pipeline='async')")
+            check_main_guard("conveyor.NeighborLoader(pipeline='async')", (sampler, cache))
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConveyorError(f"conveyor.NeighborLoader's batch_size must be a positive integer, got "
                                 f"{batch_size!r}.")

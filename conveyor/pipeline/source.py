@@ -51,7 +51,7 @@ class AsyncBatches:
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
                  recorder=None, attributes=None):
-        check_main_guard()  # before anything is spawned: an unguarded script would start it again
+        check_main_guard(parts=(sampler, features, attributes))  # before anything is spawned (guard.py)
         self.settings = settings
         self.device = torch.device(device)
         self.graph = share_graph(graph)
