@@ -79,7 +79,7 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
         raise ConveyorError("conveyor.NeighborLoader takes num_neighbors as one list (hop 1 first, -1 "
                             "for every neighbour); a dict per edge type is for heterogeneous graphs, "
                             "which it does not support.")
-    fanouts = check_fanouts(num_neighbors)
+    fanouts = check_fanouts(num_neighbors, "num_neighbors")
     if isinstance(sampler, torch.utils.data.Sampler):
         raise ConveyorError("conveyor.NeighborLoader's sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: batches are cut from "

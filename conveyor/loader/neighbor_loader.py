@@ -62,7 +62,7 @@ class NeighborLoader(PipelineLoader):
             raise ConveyorError(f"conveyor.NeighborLoader's batch_size must be a positive integer, got "
                                 f"{batch_size!r}.")
         graph, self.layout = graph_and_layout(data)
-        device, seed = resolve_device(device), seed_of(seed)
+        device, seed = resolve_device(device, "device"), seed_of(seed)
         parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options),
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
