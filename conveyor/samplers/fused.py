@@ -130,13 +130,7 @@ class FusedSampler:
             raise ConveyorError(f"buffer_scale must be > 0 (a fraction of the worst-case buffer sizes), "
                                 f"got {buffer_scale}.")
         self.deterministic = deterministic
-        self.indptr = graph.indptr.to(self.device)
-        self.indices = graph.indices.to(self.device)
-        # The edges' weight keys (samplers/weights.py), float32; unweighted launches get a stand-in.
-        self.weighted = weights is not None
-        self.wkeys = (weight_keys(weights, torch.float32) if self.weighted else torch.zeros(1)).to(self.device)
-        # Parallel edges tie in canonical_order's sort by (target, neighbour): their positions break it.
-        self.parallel_edges = has_parallel_edges(graph)
+        self._take_graph(graph, weights)
         self.fanouts_dev = torch.tensor(self.fanouts, dtype=torch.int32, device=self.device)
         self.num_programs = num_programs  # None: as many as fit on the GPU at once
         self._grid: dict[tuple, int] = {}
@@ -149,6 +143,16 @@ class FusedSampler:
         self._dirty = False  # state may hold marks of an interrupted launch
         self.num_launches = 0  # kernel launches so far, reruns after an overflow included
         self.manual_seed(seed)
+
+    def _take_graph(self, graph: Graph, weights: Tensor | None) -> None:
+        """What the kernel reads of the graph, on the device: its CSC arrays and, to draw by weight,
+        each edge's float32 weight key (samplers/weights.py; unweighted launches get a stand-in)."""
+        self.indptr = graph.indptr.to(self.device)
+        self.indices = graph.indices.to(self.device)
+        self.weighted = weights is not None
+        self.wkeys = (weight_keys(weights, torch.float32) if self.weighted else torch.zeros(1)).to(self.device)
+        # Parallel edges tie in canonical_order's sort by (target, neighbour): their positions break it.
+        self.parallel_edges = has_parallel_edges(graph)
 
     def _check_device(self):
         if self.device.type == "cuda":

@@ -248,62 +248,80 @@ def _floyd(deg, k, big, v, b, hop, seed, stream, C: tl.constexpr, W: tl.constexp
 
 
 @triton.jit
+def _packed_keys(start, offset, inside, v, key, wkeys, seed):
+    """The sort keys of a tile of a row's edges (`offset` within the row, where `inside`), each
+    packed with its offset into one int64; INT64_MAX outside the row.
+
+    Efraimidis-Spirakis: offset i gets key_i = log(E_i) + wkeys[start + i], E_i = -log(u_i) ~
+    Exp(1), wkeys = -log(w / w_max) (ZERO_WEIGHT_KEY for a zero weight, samplers/weights.py), and
+    a row takes its k smallest keys. In order, each pick is the edge of the smallest E_i / w_i
+    among those left, which is edge i with probability w_i / (their total weight) (the first of
+    independent exponential clocks of rates w_i): successive sampling in proportion to the
+    weights; zero weights come after every positive one, uniformly among themselves.
+    u_i = (23 random bits + 0.5) / 2**23 is exact in float32 and lies in [2**-24, 1 - 2**-24], so
+    E_i <= 16.7; E_i is held >= 2**-25 (below its least exact value, against a fast log's error
+    near u = 1), so log(E_i) lies in [-17.4, 2.9] and key_i + 32 is a positive normal float32,
+    never NaN, whose bits order as the float does: (bits << 32) | i, distinct within a row, orders
+    as the keys (keys equal in float32 go to the lower offset; float32 resolves a weight to ~1e-6
+    of itself). u_i comes from Philox (node, the batch's stream position and hop, offset): a pure
+    function of the seed, whichever program runs the task, so overflow reruns draw the same picks.
+    """
+    r, _, _, _ = tl.philox(seed, v.to(tl.uint32)[:, None] + key * 0, key, offset.to(tl.uint32), key * 0)
+    u = ((r >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
+    weight_key = tl.load(wkeys + start[:, None] + offset, mask=inside, other=0.0)
+    sort_key = tl.log(tl.maximum(-tl.log(u), 2.9802322e-08)) + weight_key + 32.0  # E >= 2**-25
+    return tl.where(inside, (sort_key.to(tl.int32, bitcast=True).to(tl.int64) << 32) | offset, INT64_MAX)
+
+
+@triton.jit
+def _keep_smallest(best, kth, packed, W: tl.constexpr):
+    """Merge a tile of packed keys into `best`, which holds, in its first k columns, the k smallest
+    keys of its row seen so far (INT64_MAX while fewer were seen; -1 in the columns past k, never
+    a maximum), in no order; `kth` is its maximum, the k-th smallest. No sort: Triton's is a
+    bitonic network, and interpreted it takes seconds a tile.
+
+    While some row's smallest remaining candidate `least` is below its `kth`, that candidate
+    replaces the maximum (its first column, if several) and leaves the tile. A row whose `least`
+    is not below its `kth` has no candidate left that could enter (all are >= least), so at the
+    end `best` holds the k smallest of everything read. Termination: each iteration removes one
+    candidate of each row, so at most the tile's width in iterations (about k for a row's first
+    tile, ~0 for its later ones: the i-th edge enters a top k with probability k / i under equal
+    weights).
+    Uniform: the condition is a reduction of keys every warp computes alike (`_packed_keys`).
+    """
+    slot = tl.arange(0, W)[None, :]
+    least = tl.min(packed, axis=1)
+    while tl.max((least < kth).to(tl.int32), axis=0) > 0:
+        at_max = tl.min(tl.where(best == kth[:, None], slot, W), axis=1)
+        best = tl.where((least < kth)[:, None] & (slot == at_max[:, None]), least[:, None], best)
+        packed = tl.where(packed == least[:, None], INT64_MAX, packed)
+        kth = tl.max(best, axis=1)
+        least = tl.min(packed, axis=1)
+    return best, kth
+
+
+@triton.jit
 def _weighted(start, deg, k, big, v, b, hop, wkeys, seed, stream, C: tl.constexpr, W: tl.constexpr,
               T: tl.constexpr):
     """Offsets (within each adjacency list) of the picks of rows with deg > fanout, drawn by
     weight without replacement (samplers/weights.py): [C, W], the first k of each row valid.
 
-    Keys (Efraimidis-Spirakis): offset i of a row gets key_i = log(E_i) + wkeys[start + i], with
-    E_i = -log(u_i) ~ Exp(1) and wkeys = -log(w / w_max) (ZERO_WEIGHT_KEY for a zero weight), and
-    the row takes its k smallest keys. In order, each pick is the edge of the smallest E_i / w_i
-    among those left, which is edge i with probability w_i / (their total weight) (the first of
-    independent exponential clocks of rates w_i): the k picks are successive sampling in
-    proportion to the weights; zero weights come after every positive one, uniformly among
-    themselves. u_i = (24 random bits + 0.5) / 2**24 lies in (0, 1), so log(E_i) lies in
-    [-17.4, 2.9] and key_i + 32 is a positive normal float32, whose bits order as the float does:
-    packed_i = (bits << 32) | i is one int64 per edge, distinct within a row, ordered as the keys
-    (keys equal in float32 go to the lower offset; float32 resolves a weight to ~1e-6 of itself).
-    u_i comes from Philox (node, the batch's stream position and hop, offset): a pure function of
-    the seed, whichever program runs the task, so overflow reruns draw the same picks.
-
-    Selection, with no sort (Triton's sort is a bitonic network, and interpreted it takes
-    seconds a tile). `best` holds, in its first k columns, the k smallest packed keys seen so far
-    (INT64_MAX while fewer were seen; -1 in the columns past k, never a maximum), in no order.
-    The row is read T offsets at a time. Per tile, while some row's smallest remaining candidate
-    `least` is below its k-th best (the maximum of `best`), that candidate replaces the maximum
-    (its first column, if several) and leaves the tile. A row whose `least` is not below its
-    maximum has no candidate left that could enter (all are >= least), so when the loop ends
-    `best` holds the k smallest of everything read: the invariant. Termination: every inner
-    iteration removes one candidate from each row's tile, so at most T iterations a tile (in
-    practice about k for the first tile and ~0 later: the i-th edge enters a row's top k with
-    probability k / i under equal weights), and ceil(longest / T) tiles, `longest` the chunk's
-    largest weighted-row degree. Uniform: both loop conditions are reductions of values every
-    warp computes alike from the task words, indptr, wkeys (read-only) and Philox. O(deg) per
-    task, as any weighted draw without preprocessing (pyg-lib's too); uniform rows stay O(k).
+    Each row's k smallest Efraimidis-Spirakis keys (`_packed_keys`), read T offsets a tile and
+    kept in `best` (`_keep_smallest`). Termination: ceil(longest / T) tiles, `longest` the chunk's
+    largest weighted-row degree (a reduction of degrees from indptr, read-only: uniform). O(deg)
+    per task, as any weighted draw without preprocessing (pyg-lib's too); uniform rows stay O(k).
     """
     col = tl.arange(0, T)[None, :]
-    slot = tl.arange(0, W)[None, :]
     key = (((stream + b) << 4) | hop).to(tl.uint32)[:, None] + tl.zeros([C, T], dtype=tl.uint32)
     rows = tl.where(big, deg, 0)
     longest = tl.max(rows, axis=0)
-    best = tl.where(slot < k[:, None], INT64_MAX, -1).to(tl.int64)
+    best = tl.where(tl.arange(0, W)[None, :] < k[:, None], INT64_MAX, -1).to(tl.int64)
     kth = tl.max(best, axis=1)
     c0 = longest * 0  # a tensor loop variable, as in _sample_tasks' WIDE loop
     while c0 < longest:
         offset = c0 + col
-        inside = offset < rows[:, None]
-        r, _, _, _ = tl.philox(seed, v.to(tl.uint32)[:, None] + key * 0, key, offset.to(tl.uint32), key * 0)
-        u = ((r >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
-        weight_key = tl.load(wkeys + start[:, None] + offset, mask=inside, other=0.0)
-        sort_key = tl.log(-tl.log(u)) + weight_key + 32.0
-        packed = tl.where(inside, (sort_key.to(tl.int32, bitcast=True).to(tl.int64) << 32) | offset, INT64_MAX)
-        least = tl.min(packed, axis=1)
-        while tl.max((least < kth).to(tl.int32), axis=0) > 0:
-            at_max = tl.min(tl.where(best == kth[:, None], slot, W), axis=1)
-            best = tl.where((least < kth)[:, None] & (slot == at_max[:, None]), least[:, None], best)
-            packed = tl.where(packed == least[:, None], INT64_MAX, packed)
-            kth = tl.max(best, axis=1)
-            least = tl.min(packed, axis=1)
+        packed = _packed_keys(start, offset, offset < rows[:, None], v, key, wkeys, seed)
+        best, kth = _keep_smallest(best, kth, packed, W)
         c0 += T
     return best & 0xFFFFFFFF
 
