@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -419,3 +420,66 @@ def users_project(folder):
     (folder / "conf").mkdir(exist_ok=True)
     (folder / "conf" / "config.yaml").write_text("defaults: [not_conveyors]\n")
     return folder
+
+
+# -- PyG's own loader tests, with conveyor's loader ------------------------------------------------
+
+PYG_TESTS = REPO / "tests" / "data" / "pyg"  # PyG's test files, verbatim (ORIGIN.md there)
+SAMPLER_PACKAGES = {"pyg_lib", "pyg-lib", "torch_sparse", "torch-sparse"}
+SAMPLER_FLAGS = ("WITH_PYG_LIB", "WITH_TORCH_SPARSE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE", "WITH_EDGE_TIME_NEIGHBOR_SAMPLE")
+PYG_LIB_SKIP = "'pyg-lib' does not support"  # the reason of PyG's skipif marks around pyg-lib-only features
+
+
+def pyg_spec_tests(file: str, loaders: dict, pipeline: str, prefix: str) -> dict:
+    """The test functions of PyG's own test file `file` (tests/data/pyg/), run with each loader of
+    `loaders` (PyG's name -> conveyor's class) imported from conveyor instead of PyG: that import line
+    is the one change to the file. PyG's gates on pyg-lib and torch_sparse are opened (conveyor needs
+    neither): `withPackage` drops those two names, `onlyNeighborSampler` and the skipif marks built
+    from the pyg-lib flags go, and the in-body flags are True in the module's namespace only (PyG's
+    own sampler still reads the real ones). `pipeline` becomes the loaders' default pipeline. The
+    functions come back under `prefix` + their name, for a test module's globals."""
+    import types
+
+    import torch_geometric.testing as pyg_testing
+    import torch_geometric.testing.decorators as pyg_decorators
+
+    source = (PYG_TESTS / file).read_text()
+    for name in loaders:
+        pyg_import = f"from torch_geometric.loader import {name}\n"
+        assert source.count(pyg_import) == 1, f"{file} no longer imports {name} as expected"
+        source = source.replace(pyg_import, f"from conveyor import {name}\n")
+    module = types.ModuleType(f"pyg_spec_{pipeline}_{file[:-3]}")
+    patches = {"withPackage": open_gate(pyg_decorators.withPackage), "onlyNeighborSampler": lambda f: f}
+    saved = {m: {k: getattr(m, k) for k in patches} for m in (pyg_testing, pyg_decorators)}
+    try:
+        for m in saved:
+            for k, v in patches.items():
+                setattr(m, k, v)
+        exec(compile(source, str(PYG_TESTS / file), "exec"), module.__dict__)
+    finally:
+        for m, values in saved.items():
+            for k, v in values.items():
+                setattr(m, k, v)
+    module.__dict__.update({flag: True for flag in SAMPLER_FLAGS})
+    module.__dict__.update({name: with_pipeline(cls, pipeline) for name, cls in loaders.items()})
+    tests = {}
+    for name, test in module.__dict__.items():
+        if name.startswith("test_") and callable(test):
+            test.pytestmark = [m for m in getattr(test, "pytestmark", [])
+                               if not (m.name == "skipif" and PYG_LIB_SKIP in str(m.kwargs.get("reason", "")))]
+            tests[prefix + name] = test
+    return tests
+
+
+def open_gate(with_package):
+    """PyG's withPackage without its checks for the samplers conveyor does not need."""
+    def gate(*packages):
+        rest = [p for p in packages if re.split(r"[<>=!~ ]", p, maxsplit=1)[0] not in SAMPLER_PACKAGES]
+        return with_package(*rest) if rest else (lambda f: f)
+    return gate
+
+
+def with_pipeline(cls, pipeline: str):
+    """`cls` under its own name, its `pipeline=` defaulting to `pipeline`."""
+    return type(cls.__name__, (cls,), {"__init__": lambda self, *args, pipeline=pipeline, **kwargs:
+                                       cls.__init__(self, *args, pipeline=pipeline, **kwargs)})

@@ -39,7 +39,6 @@ from conveyor.pipeline.shutdown import signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver
 from conveyor.pipeline.watch import PipelineError, StageWatch
-from conveyor.samplers import SampledBatch
 
 log = logging.getLogger("conveyor")
 
@@ -51,13 +50,14 @@ class AsyncBatches:
     `conveyor.pipeline.batch_source` for the arguments."""
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None):
-        check_main_guard()  # before anything is spawned: an unguarded script would start it again
+                 recorder=None, attributes=None):
+        check_main_guard(parts=(sampler, features, attributes))  # before anything is spawned (guard.py)
         self.settings = settings
         self.device = torch.device(device)
         self.graph = share_graph(graph)
-        self.work = {"sampler": SamplerWork(sampler, settings.superbatch),
-                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots)}
+        positions = attributes is not None and getattr(attributes, "needs_edges", True)
+        self.work = {"sampler": SamplerWork(sampler, settings.superbatch, positions),
+                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots, attributes)}
         self.mps = MPSShares(self.device, settings.mps)
         self.scalars = Scalars(recorder)
         self.monitor = PipelineMonitor(settings, self.scalars)
@@ -146,7 +146,7 @@ class AsyncBatches:
     def _prepared(self, message: BatchMessage) -> tuple[PreparedBatch, int]:
         """The batch of `message` as views of its slots, leased until its tensors are gone."""
         views = self.receiver.unpack(message)
-        batch = PreparedBatch(SampledBatch.from_tensors(views, message.counts), views["x"], views["y"], message.cost)
+        batch = PreparedBatch.from_views(views, message.counts, message.cost)
         self.receiver.lease([(q, slot) for q, (slot, _) in message.slots.items()], list(views.values()))
         return batch, sum(v.numel() * v.element_size() for v in views.values())
 

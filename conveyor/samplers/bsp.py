@@ -83,7 +83,10 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     edges' weight `keys`, by weight. Returns (positions, edges): edges a [2, E] buffer whose row 1
     holds each position's owner (index into the nodes) and row 0 is for the caller. Low-degree
     nodes keep every neighbour (first, in node order; whatever their weights, as PyG does), then
-    come the high-degree ones' draws, node by node."""
+    come the high-degree ones' draws, node by node. A fanout of 0 draws nothing (PyG's meaning)."""
+    if fanout == 0:
+        empty = torch.empty(0, dtype=torch.long, device=deg.device)
+        return empty, torch.empty(2, 0, dtype=torch.long, device=deg.device)
     take_all = deg <= fanout
     few = take_all.nonzero().squeeze(1)
     many = (~take_all).nonzero().squeeze(1)

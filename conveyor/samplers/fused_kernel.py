@@ -313,7 +313,7 @@ def _weighted(start, deg, k, big, v, b, hop, wkeys, seed, stream, C: tl.constexp
     """
     col = tl.arange(0, T)[None, :]
     key = (((stream + b) << 4) | hop).to(tl.uint32)[:, None] + tl.zeros([C, T], dtype=tl.uint32)
-    rows = tl.where(big, deg, 0)
+    rows = tl.where(big & (k > 0), deg, 0)  # (a fanout of 0 draws nothing: no row to read)
     longest = tl.max(rows, axis=0)
     best = tl.where(tl.arange(0, W)[None, :] < k[:, None], INT64_MAX, -1).to(tl.int64)
     kth = tl.max(best, axis=1)
