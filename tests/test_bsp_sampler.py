@@ -235,7 +235,18 @@ def test_bad_seeds(seeds, words):
         sampler.sample(seeds)
 
 
-@pytest.mark.parametrize("fanouts", [[], [0], [5, -2], ["a"]])
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_a_fanout_of_0_draws_nothing_at_that_hop(weight_attr):
+    """PyG's meaning of num_neighbors 0 (check_fanouts takes it since #41), drawn by weight or not."""
+    graph = multigraph()
+    seeds = torch.tensor([0, 5, 9])
+    for fanouts in ([2, 0], [0, 3]):
+        batch = build_sampler("bsp", graph, fanouts, seed=0, weight_attr=weight_attr).sample(seeds)
+        assert_valid_batch(batch, graph, seeds, fanouts)
+        assert [e.size(1) for e in batch.edge_index_per_hop][fanouts.index(0)] == 0
+
+
+@pytest.mark.parametrize("fanouts", [[], [5, -2], ["a"], [2.5]])
 def test_bad_fanouts(fanouts):
     with pytest.raises(ConveyorError, match="fanouts"):
         build_sampler("bsp", random_graph(), fanouts)

@@ -4,6 +4,7 @@ On CPU the kernel runs under Triton's interpreter (TRITON_INTERPRET=1, set here 
 is defined); it is slow, so the graphs are small and most tests get many batches out of one
 launch with `sample_many`. With CUDA the same tests run on the compiled kernel (marked `gpu`).
 """
+import itertools
 import os
 import re
 import subprocess
@@ -313,6 +314,18 @@ def test_weighted_draws_agree_with_bsp(device):
     assert stats.chi2_contingency(table.numpy()).pvalue > 1e-3, table
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_a_fanout_of_0_draws_nothing_at_that_hop(weight_attr, device):
+    """PyG's meaning of num_neighbors 0, in both kernels: no pick at that hop, the others as ever."""
+    graph = multigraph()
+    seeds = torch.tensor([0, 5, 9])
+    sampler = FusedSampler(graph, [0, 3, 0], device=device, seed=0, weight_attr=weight_attr)
+    batch = sampler.sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [0, 3, 0])
+    assert [e.size(1) for e in batch.edge_index_per_hop] == [0, 9, 0] and fused_state_is_clean(sampler)
+
+
 @pytest.mark.parametrize("attributes, words", BAD_WEIGHTS)
 def test_bad_weight_attr(attributes, words):
     graph = random_graph()
@@ -332,7 +345,7 @@ def test_bad_seeds(seeds, words):
 
 def test_bad_configuration():
     with pytest.raises(ConveyorError, match="fanouts"):
-        build_sampler("fused", random_graph(), [5, 0])
+        build_sampler("fused", random_graph(), [5, -3])  # (0 draws nothing, as PyG: #41)
     with pytest.raises(ConveyorError, match="at most 128"):  # Floyd tile: fanout 200 < degree 201
         build_sampler("fused", star_graph(300), [200])
     if not torch.cuda.is_available():
@@ -344,9 +357,12 @@ def test_bad_configuration():
 @pytest.mark.skipif(not torch.cuda.is_available() or fused.INTERPRETED, reason="needs CUDA and the compiled kernel")
 def test_the_variants_a_gpu_compiles_do_not_spill():
     """What the GPU's own compiler made of the kernel (tests/test_fused_compile.py checks sm_90
-    without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled."""
-    sampler = FusedSampler(power_law_graph(), [15, 10, 5], device="cuda", seed=0)
-    for count in (1, 4, 8):
+    without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled, for the
+    uniform kernel and the weighted one (weight_attr)."""
+    graph = power_law_graph()
+    graph.edge_attrs["w"] = torch.rand(graph.num_edges)
+    samplers = [FusedSampler(graph, [15, 10, 5], device="cuda", seed=0, weight_attr=w) for w in (None, "w")]
+    for sampler, count in itertools.product(samplers, (1, 4, 8)):
         compiled = sampler.compile(count)
         assert compiled["spilled_bytes"] == 0, compiled
         assert 0 < compiled["registers"] <= fused.MAX_REGISTERS and compiled["programs_per_sm"] >= 1, compiled
