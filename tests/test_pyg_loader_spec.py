@@ -23,7 +23,6 @@ NOT_RUN = {
     "test_temporal_custom_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
     "test_edge_level_temporal_homo_neighbor_loader": "temporal sampling (PyG's needs pyg-lib too)",
     "test_temporal_neighbor_loader_single_link": "temporal sampling (PyG's needs pyg-lib too)",
-    "test_weighted_homo_neighbor_loader": "PENDING: weight_attr in the samplers",
     "test_edge_level_temporal_hetero_neighbor_loader": "temporal sampling (PyG's needs pyg-lib too)",
     "test_pyg_lib_and_torch_sparse_homo_equality": "no loader: compares pyg-lib's and torch_sparse's kernels",
     "test_pyg_lib_and_torch_sparse_hetero_equality": "no loader: compares pyg-lib's and torch_sparse's kernels",

@@ -110,6 +110,9 @@ class Graph:
         src, dst = edge_index
         key = dst * max(num_nodes, 1) + src  # sort by destination, then source
         if dedup:
+            if attrs.get("edge_attrs"):
+                raise ConveyorError("Graph.from_edge_index(dedup=True) merges repeated edges, so edge_attrs "
+                                    "would not line up with them; pass dedup=False to keep every edge with its own.")
             key, order = torch.unique(key), None
         else:
             key, order = torch.sort(key, stable=True)
