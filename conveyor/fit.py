@@ -73,7 +73,7 @@ def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict
     settings = settings_from_config(cfg)
     if settings.data.name != "memory" or settings.mode != "train" or settings.run.world_size != 1:
         raise ConveyorError("fit() trains one process on the graph it is given: leave data=..., "
-                            "mode=... and run.world_size out of its overrides (use launch.py for "
+                            "mode=... and run.world_size out of its overrides (use the conveyor command for "
                             "datasets, mode=compare and data-parallel runs).")
     return settings
 
