@@ -1,5 +1,6 @@
 """What the settings' own declarations cannot check, because it depends on this machine: the
-device, the world size, a writable out_dir, the data's folders, an importable model class. The
+device, the world size, a writable out_dir, the data's folders, an importable model class, the
+extra a chosen part needs (triton for sampler=fused: core/extras.py). The
 entry point (conveyor/config.py) runs it once, after building the settings, before any data is
 loaded."""
 from __future__ import annotations
@@ -15,8 +16,10 @@ import torch
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
-from conveyor.partition.datasets import check_root
+from conveyor.core.extras import require_extra
+from conveyor.partition.datasets import OGB, check_root
 from conveyor.partition.datasets.custom import check_folder
+from conveyor.partition.datasets.ogbn import check_ogb_installed
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
@@ -33,6 +36,8 @@ def check_machine(settings: TrainingSettings) -> None:
                      len(settings.sampler.fanouts), device)
     check_data_paths(settings.data)
     check_model_target(settings.model)
+    if settings.sampler.name == "fused":  # an extra (core/extras.py): named here, not in the sampler process
+        require_extra("triton", "sampler=fused (the fused Triton sampler)")
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -122,6 +127,8 @@ def check_data_paths(data) -> None:
     work (the loader reads them only after the out_dir is set up)."""
     if data.root is not None or data.name not in ("custom", "memory"):  # those two read no root
         check_root(data.root if data.root is not None else data.root_folder())
+    if data.name in OGB:  # its reader is an extra (core/extras.py)
+        check_ogb_installed(data.name, data.root_folder())
     if data.name == "custom":
         check_folder(data.path)
 
