@@ -27,7 +27,8 @@ from conveyor.trainer.run import TrainResult, train
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
-            "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed"}
+            "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed",
+            "fast_dropout": "model.fast_dropout"}
 
 
 def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Optional[Callable] = None,
@@ -44,7 +45,9 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
-    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).
+    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout (see KEYWORDS).
+        A given module runs as written: its dropouts draw F.dropout's masks unless
+        `fast_dropout=True` asks for conveyor's faster ones (trainer/models/dropout.py).
     overrides: any other key as on the command line, e.g. `["pipeline=serial", "model.hidden=64"]`.
     """
     stop_if_reimported("conveyor.fit()")  # a stage process running an unguarded script again
@@ -58,9 +61,8 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     if given is not None:
         check_model_shapes(given, graph, settings.sampler.fanouts)
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
-    result = train(settings, LocalContext(settings, graph=graph),
-                   model=None if given is None else wrap_module(given, fast_dropout=settings.model.fast_dropout),
-                   make_optimizer=optimizer, loss=loss)
+    wrapped = None if given is None else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True))
+    result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
 

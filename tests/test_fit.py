@@ -54,7 +54,7 @@ def test_fit_takes_a_graph_and_the_keywords(tmp_path, cora):
 
 @pytest.mark.parametrize("call, words", [
     (lambda g: conveyor.fit(g, epocs=3), ["epocs", "overrides="]),
-    (lambda g: conveyor.fit(g, overrides=["data=cora"]), ["data=", "launch.py"]),
+    (lambda g: conveyor.fit(g, overrides=["data=cora"]), ["data=", "the conveyor command"]),
     (lambda g: conveyor.fit(g, batch_size=0), ["trainer.batch_size", ">= 1"]),
     (lambda g: conveyor.fit(g.edge_index()), ["conveyor.Graph or a PyG Data", "Tensor"]),
 ])

@@ -70,4 +70,4 @@ def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int
     if model._target_ is not None:
         return model_from_target(model, in_dim, out_dim, num_layers)
     return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout,
-                      model.fast_dropout)
+                      model.uses_fast_dropout())
