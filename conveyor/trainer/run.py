@@ -185,12 +185,12 @@ def log_model_choices(model, asked: str, inference: str) -> None:
     """What the run makes of the model, said at start-up: its evaluation (and why `auto` is not
     layer-wise, where the model cannot be) and whose dropout masks it draws."""
     obstacle = layerwise_obstacle(model) if asked == "auto" else None
+    dropout = ("conveyor's masks (model.fast_dropout)" if getattr(model, "fast_dropout", False)
+               else "torch's F.dropout, as the model is written")
     if obstacle is not None:
-        log.warning("evaluation: sampled, not layer-wise: %s", obstacle)
+        log.warning("evaluation: sampled, not layer-wise: %s; dropout: %s", obstacle, dropout)
     else:
-        log.info("evaluation: %s", inference)
-    log.info("dropout: %s", "conveyor's masks (model.fast_dropout)" if getattr(model, "fast_dropout", False)
-             else "torch's F.dropout, as the model is written")
+        log.info("evaluation: %s; dropout: %s", inference, dropout)
 
 
 def open_out_dir(settings: TrainingSettings, ctx) -> tuple:
