@@ -73,3 +73,13 @@ def test_a_run_trains_without_the_extras_and_the_extras_are_named_where_asked_fo
     assert ogb.returncode == 2 and ogb.stderr.count("\n") == 1, ogb.stderr
     assert ogb.stderr.startswith("conveyor: error: the OGB dataset ogbn-products needs the `ogb` package, "
                                  "which conveyor installs only on request: pip install 'conveyor[ogb]'")
+
+
+def test_the_loader_names_the_extra_for_the_fused_sampler_before_any_process_starts():
+    code = ("from conveyor import NeighborLoader\nfrom conveyor.core import ConveyorError\n"
+            "from tests.helpers import feature_graph\n"
+            "try:\n    NeighborLoader(feature_graph(), [2], sampler='fused')\n"
+            "except ConveyorError as error:\n    print(error)\n")
+    out = without_extras(code)
+    assert out.returncode == 0 and out.stdout.startswith("sampler='fused' needs the `triton` package"), out
+    assert "pip install 'conveyor[fused]'" in out.stdout

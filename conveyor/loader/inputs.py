@@ -11,6 +11,7 @@ from torch import Tensor
 
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
+from conveyor.core.extras import require_extra
 from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings
 from conveyor.samplers import SamplerSpec, resolve_sampler_name
@@ -88,6 +89,8 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
         if sampler not in (*SAMPLERS, "auto"):
             raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, "
                                 f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
+        if resolve_sampler_name(sampler, device) == "fused":
+            require_extra("triton", "sampler='fused'")  # here, not in the sampler's process
         sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
                               **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
     elif options.weight_attr is not None:

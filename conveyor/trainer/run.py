@@ -175,7 +175,8 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
     edges = edge_spec(model, graph)
-    log.info("edge features: %s", ", ".join(edges.edge) if edges else "none the model takes")
+    if edges:  # the console's start-up stays short: the line where the run reads some
+        log.info("edge features: %s", ", ".join(edges.edge))
     source = build_loader(settings, graph, ctx.seed_plan(settings.run.seed), ctx.device, recorder, model)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best, data=data)
