@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from conveyor.core import ConveyorError
+from conveyor.core.cores import idle_threads, usable_cores
 from conveyor.core.fields import REQUIRED, Rule, Section, choice, integer, number, section, setting
-from conveyor.pipeline.cores import idle_cores, usable_cores
 
 STAGES = ("sampler", "loader")
 PIPELINES = ("serial", "async")
@@ -90,16 +90,12 @@ class PipelineSettings(Section):
         return max(1, (os.cpu_count() or 1) // 4) if self.threads == "auto" else self.threads
 
     def sampling_threads(self) -> Tuple[int, str]:
-        """torch CPU threads for sampling, and how they were chosen (for the start-up line).
-        Torch's threads wait for each other at the end of every op, so one of them on a core
-        another process holds stalls them all (bsp: 28 ms a batch at 2 threads, 1.5 s with one of
-        the 2 cores taken): auto takes no more threads than there are cores idle at start."""
+        """torch CPU threads for sampling, and how they were chosen (for the start-up line): auto
+        takes no more threads than there are cores idle at start (core/cores.py says why)."""
         if self.sampler_threads != "auto":
             return self.sampler_threads, "pipeline.sampler_threads"
-        cores = usable_cores()
-        idle = idle_cores(cores)
-        share = self.stage_threads if self.name == "async" else len(cores)  # serial: the trainer waits meanwhile
-        return max(1, min(share, idle)), f"auto: {idle} of {len(cores)} cores idle at start"
+        share = self.stage_threads if self.name == "async" else len(usable_cores())  # serial: the trainer waits
+        return idle_threads(share)
 
     @property
     def slots(self) -> int:

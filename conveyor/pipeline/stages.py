@@ -212,7 +212,7 @@ def run_sampler(stage: Stage, graph) -> None:
     """Samples `superbatch` batches per call (`sample_many`: one fused kernel launch for all of
     them; the same batches as one call each), then hands them on one slot at a time."""
     spec, control = stage.spec, stage.control
-    samplers = PhaseSamplers(spec.work.sampler, graph, stage.device)
+    samplers = PhaseSamplers(spec.work.sampler, graph, stage.device, spec.threads)
     writer, per_call, grown_sent = SlotWriter(stage.device), spec.work.superbatch, 0
     name = getattr(samplers.run_sampler, "name", type(samplers.run_sampler).__name__)
     stage.send("ready", os.getpid(), f"{name} sampler on {stage.device}")
