@@ -55,7 +55,7 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     check_loss(loss)
     graph = checked_graph(graph)
     settings = fit_settings(model if isinstance(model, str) else None, overrides, keywords)
-    if settings.pipeline.name == "async":
+    if settings.pipeline.choose(graph)[0] == "async":
         check_main_guard("conveyor.fit()", ())  # its stages get conveyor's specs: no script is run again
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None:

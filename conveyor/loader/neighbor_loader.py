@@ -42,7 +42,8 @@ class NeighborLoader(PipelineLoader):
     (keywords.py: subgraph_type, weight_attr, num_workers, transform, ...), plus conveyor's own:
 
     pipeline: "async" (sampler and feature loader in their own processes, overlapped with your
-        loop; PyG's num_workers=0 means "serial") or "serial" (both in this process); sampler:
+        loop; PyG's num_workers >= 1 means it), "serial" (both in this process; num_workers=0) or,
+        given neither, "auto" (serial on a small graph or one core, else async); sampler:
         "auto", "bsp", "fused", "pyg", or your own sampler or spec (README, "Your own sampler or
         feature source"); cache: a policy ("degree", "random", "none"), a `cache.CacheSettings`,
         or your own feature source or spec; device: where batches arrive ("auto": CUDA when there
@@ -56,8 +57,6 @@ class NeighborLoader(PipelineLoader):
                  drop_last: bool = False, pipeline: Optional[str] = None, sampler="auto", cache="degree",
                  device="auto", seed=None, depth: Optional[int] = None, **pyg_keywords):
         options = options_of(check_keywords(pyg_keywords), pipeline, depth)
-        if options.pipeline == "async":
-            check_main_guard("conveyor.NeighborLoader(pipeline='async')", (sampler, cache))
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConveyorError(f"conveyor.NeighborLoader's batch_size must be a positive integer, got "
                                 f"{batch_size!r}.")
@@ -66,6 +65,8 @@ class NeighborLoader(PipelineLoader):
         parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options),
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
+        if parts.settings.choose(graph)[0] == "async":
+            check_main_guard("conveyor.NeighborLoader(pipeline='async')", (sampler, cache))
         nodes, self.mask_input = input_node_ids(input_nodes, graph)
         super().__init__(graph, parts, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
         self.data, self.options, self.cache_option = data, options, cache
@@ -99,7 +100,7 @@ class NeighborLoader(PipelineLoader):
         self.epochs_iterated += 1
         epoch = self.epochs_iterated
         positions = self.plan.positions(epoch)
-        if self._busy and self.parts.settings.name == "async":
+        if self._busy and self.asynchronous:
             batches = self.side_source().run(self.seed_batches(epoch), self.plan.sampler_seed(epoch))
             return self.batches(positions, batches, keep_views=True)
         return self.pipeline_epoch(positions, self.epoch(epoch))
@@ -107,7 +108,7 @@ class NeighborLoader(PipelineLoader):
     def pipeline_epoch(self, positions: List[Tensor], prepared) -> Iterator:
         self._busy = True
         try:
-            yield from self.batches(positions, prepared, keep_views=self.parts.settings.name != "async")
+            yield from self.batches(positions, prepared, keep_views=not self.asynchronous)
         finally:
             self._busy = False
 
@@ -129,7 +130,7 @@ class NeighborLoader(PipelineLoader):
         if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= self.input_nodes.numel()):
             raise ConveyorError(f"loader(index) takes positions in input_nodes (0..{self.input_nodes.numel() - 1}), "
                                 f"got {index!r}.")
-        source = self.side_source() if self.parts.settings.name == "async" else self.source
+        source = self.side_source() if self.asynchronous else self.source
         batch = next(iter(source.run([self.input_nodes[positions]], stream_seed(self.seed, 0, STREAM_SAMPLER))))
         return self.to_data(batch, positions)
 

@@ -57,6 +57,11 @@ class PipelineLoader:
                                                  p.batch_ratio, p.recorder, p.attributes)
         return self._state["source"]
 
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the pipeline runs in stage processes (async, or auto's choice for this graph)."""
+        return self.parts.settings.choose(self.graph)[0] == "async"
+
     def start(self) -> PipelineLoader:
         """Start the pipeline now, so that its start-up is no epoch's time."""
         self.source  # noqa: B018

@@ -58,12 +58,16 @@ log = logging.getLogger("conveyor")
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
                  recorder=None, attributes=None):
     """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
-    (sampler and loader processes). `features`: a feature source, its spec, or None (batches
+    (sampler and loader processes); auto picks one for `graph` (PipelineSettings.choose) and the
+    start-up line says which and why. `features`: a feature source, its spec, or None (batches
     without x); `batch_ratio`: the largest batch `run()` will be given over the training batch, in
     seeds (room an auto cache leaves free); `recorder`: where the async pipeline's TensorBoard
     scalars go (`scalar(tag, value, step)`), or None; `attributes`: the graph's other attributes
     each batch carries (partition.attributes: an AttributeStore or its AttributeSpec), or None."""
     check_parts(sampler, features, attributes)
+    name, why = settings.choose(graph)
+    log.info("pipeline: %s (%s)", name, why)
+    settings = settings.resolved(graph)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
     log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
