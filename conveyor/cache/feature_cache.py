@@ -47,8 +47,7 @@ class FeatureCache:
         self.rows = torch.empty(0, self.feature_dim, dtype=self.dtype, device=device)
         self.slot: Optional[Tensor] = None  # allocated only when something is cached
         self._staging: Optional[Tensor] = None
-        self._last: dict = {}
-        self.reset_stats()
+        self.counters = GatherCounters()
 
     # -- shape ----------------------------------------------------------------------------------
     @property
@@ -141,7 +140,7 @@ class FeatureCache:
         """features[n_id] on the device, in the cache's dtype, whatever is cached; written into
         `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given."""
         start = time.perf_counter()
-        ids = self._check_n_id(n_id)
+        ids = checked_ids(n_id, self.device)
         n, hits = ids.numel(), 0
         if out is not None and (out.shape != (n, self.feature_dim) or out.dtype != self.dtype
                                 or out.device != self.rows.device or not out.is_contiguous()):
@@ -165,7 +164,7 @@ class FeatureCache:
                 out.index_copy_(0, miss_pos, rows.to(self.device, non_blocking=True))
         if self.on_cuda:
             torch.cuda.current_stream(self.device).synchronize()
-        self._record(hits, n - hits, time.perf_counter() - start)
+        self.counters.record(hits, n - hits, time.perf_counter() - start, self.row_bytes)
         return out
 
     def _gather_shared(self, ids: Tensor, out: Optional[Tensor], start: float) -> Tensor:
@@ -174,16 +173,8 @@ class FeatureCache:
         out = torch.index_select(self.features, 0, ids, out=out)
         hits = 0 if self.slot is None or not ids.numel() else int(
             torch.count_nonzero(self.slot.index_select(0, ids) >= 0))
-        self._record(hits, ids.numel() - hits, time.perf_counter() - start)
+        self.counters.record(hits, ids.numel() - hits, time.perf_counter() - start, self.row_bytes)
         return out
-
-    def _check_n_id(self, n_id) -> Tensor:
-        n_id = torch.as_tensor(n_id)
-        if n_id.dim() != 1 or n_id.dtype.is_floating_point or n_id.dtype.is_complex \
-                or n_id.dtype == torch.bool:
-            raise ConveyorError(f"n_id must be a 1-D tensor of integer node ids, got shape "
-                                f"{tuple(n_id.shape)} and dtype {n_id.dtype}.")
-        return n_id.to(self.device, torch.long)
 
     def _host_ids(self, ids: Tensor) -> Tensor:
         ids = ids.cpu()
@@ -216,38 +207,58 @@ class FeatureCache:
         return self._staging[:k]
 
     # -- statistics -----------------------------------------------------------------------------
-    def _record(self, hits: int, misses: int, seconds: float) -> None:
-        self._last = {"hits": hits, "misses": misses, "hit_ratio": _ratio(hits, misses),
-                      "bytes_from_host": misses * self.row_bytes,
-                      "bytes_from_cache": hits * self.row_bytes, "gather_time_s": seconds}
-        for key in ("hits", "misses", "bytes_from_host", "bytes_from_cache", "gather_time_s"):
-            self._total[key] += self._last[key]
-        self._total["batches"] += 1
-
     def reset_stats(self) -> None:
         """Start a new epoch's counters."""
-        self._total = {"hits": 0, "misses": 0, "bytes_from_host": 0, "bytes_from_cache": 0,
-                       "gather_time_s": 0.0, "batches": 0}
+        self.counters.reset()
 
     def stats(self) -> dict:
         """Counters since the last reset_stats(), plus the cache's size (all numbers)."""
-        total = dict(self._total)
-        total["hit_ratio"] = _ratio(total["hits"], total["misses"])
-        total.update(capacity_nodes=self.capacity_nodes, cached_bytes=self.cached_bytes,
-                     copied_bytes=self.copied_bytes, map_bytes=self.map_bytes,
-                     capacity_fraction=self.capacity_nodes / max(self.num_nodes, 1))
-        return total
+        return {**self.counters.totals(), "capacity_nodes": self.capacity_nodes, "cached_bytes": self.cached_bytes,
+                "copied_bytes": self.copied_bytes, "map_bytes": self.map_bytes,
+                "capacity_fraction": self.capacity_nodes / max(self.num_nodes, 1)}
 
     def last_batch_stats(self) -> dict:
         """hits, misses, hit_ratio, bytes_from_host, bytes_from_cache, gather_time_s of the last
         gather (empty before the first)."""
-        return dict(self._last)
+        return dict(self.counters.last)
 
     def __repr__(self) -> str:
         return (f"FeatureCache({self.policy}: {self.capacity_nodes:,}/{self.num_nodes:,} nodes, "
                 f"{self.cached_bytes / 2**20:.1f} MiB of {self.dtype} on {self.device}"
                 f"{', read in place' if self.shares_features and self.capacity_nodes else ''}"
                 f"{', auto' if self.auto else ''})")
+
+
+def checked_ids(n_id, device: torch.device) -> Tensor:
+    """`n_id` as int64 node ids on `device`, or the error naming what it is instead."""
+    n_id = torch.as_tensor(n_id)
+    if n_id.dim() != 1 or n_id.dtype.is_floating_point or n_id.dtype.is_complex or n_id.dtype == torch.bool:
+        raise ConveyorError(f"n_id must be a 1-D tensor of integer node ids, got shape "
+                            f"{tuple(n_id.shape)} and dtype {n_id.dtype}.")
+    return n_id.to(device, torch.long)
+
+
+class GatherCounters:
+    """What the gathers served since the last reset (`totals`) and in the last one (`last`)."""
+
+    def __init__(self):
+        self.last: dict = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self._total = {"hits": 0, "misses": 0, "bytes_from_host": 0, "bytes_from_cache": 0,
+                       "gather_time_s": 0.0, "batches": 0}
+
+    def record(self, hits: int, misses: int, seconds: float, row_bytes: int) -> None:
+        self.last = {"hits": hits, "misses": misses, "hit_ratio": _ratio(hits, misses),
+                     "bytes_from_host": misses * row_bytes, "bytes_from_cache": hits * row_bytes,
+                     "gather_time_s": seconds}
+        for key in ("hits", "misses", "bytes_from_host", "bytes_from_cache", "gather_time_s"):
+            self._total[key] += self.last[key]
+        self._total["batches"] += 1
+
+    def totals(self) -> dict:
+        return {**self._total, "hit_ratio": _ratio(self._total["hits"], self._total["misses"])}
 
 
 def _ratio(hits: int, misses: int) -> float:
