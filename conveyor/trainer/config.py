@@ -15,6 +15,7 @@ import torch
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
+from conveyor.core.links import path_kind
 from conveyor.partition.datasets import check_root
 from conveyor.partition.datasets.custom import check_folder
 from conveyor.trainer.models.sizes import check_model_size
@@ -22,6 +23,7 @@ from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
 
 CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes into
+PROBE_TRIES = 20  # another rank's probe may remove the folder this one is writing in, each time
 
 
 def check_machine(settings: TrainingSettings) -> None:
@@ -56,7 +58,7 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConveyorError(f"run.out_dir={out_dir} cannot be followed ({error}); fix or remove "
                             f"the symbolic link, or choose another run.out_dir.") from None
     for path in (out_dir, out_dir / CHECKPOINTS):
-        if path.exists() and not path.is_dir():
+        if path_kind(path) == "other":  # one stat: a rank probing the fresh folder may remove it meanwhile
             raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
                                 f"run.out_dir, or move the file away.")
     folders = (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
@@ -90,15 +92,15 @@ def probe_write(folders: tuple) -> tuple:
     """(existing, missing, error): the deepest of `folders` that exists, the one to make in it,
     and the OSError writing there meets (None: writable). Tried again when another run's probe
     (torchrun agents start together) removed that folder meanwhile."""
-    for _ in range(3):
-        existing = next(p for p in folders if p.exists())
+    for _ in range(PROBE_TRIES):
+        existing = next(p for p in folders if path_kind(p) != "missing")
         missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
         try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
             try_write(existing, missing)
             return existing, missing, None
         except OSError as caught:
             error = caught
-            if not isinstance(error, FileNotFoundError) or existing.exists():
+            if not isinstance(error, FileNotFoundError):  # vanished in between (it was there): again
                 break
     return existing, missing, error
 
