@@ -55,18 +55,20 @@ log = logging.getLogger("conveyor")
 
 
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None):
+                 recorder=None, batch_size=None):
     """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
     (sampler and loader processes). `batch_ratio`: the largest batch `run()` will be given over the
     training batch, in seeds (room an auto cache leaves free); `recorder`: where the async
-    pipeline's TensorBoard scalars go (`scalar(tag, value, step)`), or None."""
+    pipeline's TensorBoard scalars go (`scalar(tag, value, step)`), or None; `batch_size`: seeds
+    of a training batch, if known, so that /dev/shm's room for the async pipeline's slots is
+    checked before its processes start (else before the first run: pipeline/shm.py)."""
     check_parts(sampler, features)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
     log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
     settings = dataclasses.replace(settings, sampler_threads=threads)  # chosen once: a restart keeps it
     if settings.name == "async":
-        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder)
+        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, batch_size)
     return SerialBatches(graph, sampler, features, device, batch_ratio, sampling_threads=threads)
 
 

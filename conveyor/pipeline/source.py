@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import torch
 from torch import Tensor
@@ -35,6 +35,7 @@ from conveyor.pipeline.phases import check_phase, series
 from conveyor.pipeline.processes import QUEUES, StageProcesses
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.pipeline.sharing import share_graph
+from conveyor.pipeline.shm import PipelineRoom, object_tensors, shm_shortfall
 from conveyor.pipeline.shutdown import signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver
@@ -51,11 +52,15 @@ class AsyncBatches:
     `conveyor.pipeline.batch_source` for the arguments."""
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None):
+                 recorder=None, batch_size: Optional[int] = None):
         check_main_guard()  # before anything is spawned: an unguarded script would start it again
         self.settings = settings
         self.device = torch.device(device)
-        self.graph = share_graph(graph)
+        # /dev/shm's room for all the pipeline places there, before anything is (shm.py); the
+        # slots again before each run, once its batch sizes are known (`batch_size`: now)
+        self.room = PipelineRoom.of(graph, sampler, features, self.device, settings, batch_ratio)
+        self.graph = share_graph(graph, self.room.start_need(batch_size),
+                                 carried=[*object_tensors(sampler), *object_tensors(features)])
         self.work = {"sampler": SamplerWork(sampler, settings.superbatch),
                      "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots)}
         self.mps = MPSShares(self.device, settings.mps)
@@ -67,7 +72,13 @@ class AsyncBatches:
         self._start()
 
     def _start(self) -> None:
-        self.stages = StageProcesses(self.graph, self.device, self.settings, self.work, self.mps.percentages)
+        try:
+            self.stages = StageProcesses(self.graph, self.device, self.settings, self.work, self.mps.percentages)
+        except OSError as error:  # a queue's semaphore in a /dev/shm filled since the check
+            paragraph = shm_shortfall(error)
+            if paragraph is None:
+                raise
+            raise paragraph from None
         self.watch = StageWatch(self.stages, self.settings.stall_timeout_s)
         self.receiver = BatchReceiver(self.stages, self.watch, self.settings.slots)
         self.monitor.watch(self.stages.control)
@@ -113,8 +124,9 @@ class AsyncBatches:
             log.debug("pipeline: restarting the stage processes with their MPS SM shares")
             self.stages.stop()
             self._start()
+        self.room.check_run(seed_batches, check_phase(phase), held=slot_bytes_held(self.receiver))
         self.job += 1
-        self.scalars.phase = series(check_phase(phase))
+        self.scalars.phase = series(phase)
         self.stages.submit(self.job, seed_batches, sampler_seed, phase)
         return self._batches(self.job, len(seed_batches))
 
@@ -125,7 +137,7 @@ class AsyncBatches:
                 raise RuntimeError("this run() was abandoned: a later run() call replaced it (the "
                                    "pipeline serves one run at a time)")
             depths = {q: self.stages.control.depth(q) for q in QUEUES}  # what waits as the trainer asks
-            message, waited = self.receiver.receive(job)
+            message, waited = self._receive(job)
             if message.index != index:
                 raise PipelineError(f"pipeline: batch {message.index} arrived where batch {index} "
                                     f"was due; the stages lost their order (a bug).")
@@ -142,6 +154,15 @@ class AsyncBatches:
             last = now
         if count >= self.settings.pace.interval:
             self.monitor.log_run(count)
+
+    def _receive(self, job: int) -> tuple[BatchMessage, float]:
+        try:
+            return self.receiver.receive(job)
+        except PipelineError as error:  # a stage's slot found /dev/shm full all the same
+            paragraph = shm_shortfall(error)
+            if paragraph is None:
+                raise
+            raise paragraph from None
 
     def _prepared(self, message: BatchMessage) -> tuple[PreparedBatch, int]:
         """The batch of `message` as views of its slots, leased until its tensors are gone."""
@@ -165,3 +186,8 @@ class AsyncBatches:
             for stage, percent in shares.items():
                 self.scalars.add(f"mps_percent/{stage}", percent)
         self.monitor.account(message, depths, waited, ipc_s, train_s, held_bytes)
+
+
+def slot_bytes_held(receiver: BatchReceiver) -> int:
+    """What the slots of both queues hold now: on the CPU every buffer reaches the trainer."""
+    return sum(b.numel() * b.element_size() for r in receiver.readers.values() for b in r.buffers.values())
