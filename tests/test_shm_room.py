@@ -13,17 +13,9 @@ from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings
 from conveyor.pipeline.phases import EVERY_NEIGHBOUR
+from conveyor.pipeline.room import Degrees, PipelineRoom, batch_bound
 from conveyor.pipeline.sharing import share_graph
-from conveyor.pipeline.shm import (
-    SHM,
-    Degrees,
-    PipelineRoom,
-    batch_bound,
-    check_shm_room,
-    object_tensors,
-    shared_bytes,
-    shm_shortfall,
-)
+from conveyor.pipeline.shm import SHM, check_shm_room, object_tensors, shared_bytes, shm_shortfall
 from conveyor.samplers import SamplerSpec, build_sampler
 from tests.helpers import power_law_graph, star_graph
 
@@ -69,13 +61,23 @@ def test_what_sharing_moves_is_counted_by_storage_once_and_never_twice():
     assert object_tensors(SamplerSpec("bsp", [5])) == []  # a recipe carries nothing
 
 
-def test_the_degree_histogram_gives_the_largest_draws_exactly():
+@pytest.mark.parametrize("chunk, dense", [(1 << 22, 1 << 22), (7, 3)], ids=["one-chunk", "chunked-sorted"])
+def test_the_degree_histogram_gives_the_largest_draws_exactly(monkeypatch, chunk, dense):
+    monkeypatch.setattr(Degrees, "CHUNK", chunk)  # chunks of 7 nodes, counted by sorting where a degree >= 3
+    monkeypatch.setattr(Degrees, "DENSE", dense)
     graph = power_law_graph(num_nodes=300, num_edges=5000)
     degrees, order = Degrees(graph.indptr), graph.in_degree().sort(descending=True).values
     for k in (0, 1, 7, 150, 300):
         for fanout in (-1, 1, 5, 40, 10_000):
             capped = order if fanout < 0 else order.clamp(max=fanout)
             assert degrees.top_edges(k, fanout) == int(capped[:k].sum()), (k, fanout)
+
+
+def test_a_hub_of_a_hundred_billion_edges_costs_no_degree_sized_tensor():
+    indices = torch.zeros(1, dtype=torch.int32).expand(2 * 10**11)  # its size, without its storage
+    graph = Graph(indptr=torch.tensor([0, 10**11, 2 * 10**11]), indices=indices, x=torch.ones(2, 4))
+    degrees = Degrees(graph.indptr)
+    assert degrees.max_degree == 10**11 and degrees.top_edges(2, 10) == 20
 
 
 @pytest.mark.parametrize("graph", [power_law_graph(), star_graph(), power_law_graph(num_nodes=50, num_edges=2000)],
@@ -113,7 +115,9 @@ def test_the_slots_count_on_the_cpu_and_grow_with_the_batch_and_the_evaluation()
     assert room.slot_bytes(64, "eval") < room.slot_bytes(64) and room.slot_bytes(0) == 0
     assert room.slot_bytes(64, "layerwise-hidden") < room.slot_bytes(64, "layerwise")  # no features
     on_gpu = PipelineRoom.of(graph, SamplerSpec("bsp", [5, 5]), spec, "cuda", ASYNC)
-    assert on_gpu.slot_bytes(64) == 0  # device memory, not /dev/shm
+    assert not on_gpu.in_shm and room.in_shm  # device memory, not /dev/shm
+    serial = PipelineRoom.of(graph, SamplerSpec("bsp", [5, 5]), spec, "cpu", batch_ratio=4.0)
+    assert not serial.in_shm and serial.slot_bytes(64) == ready + sampled  # the one batch in hand
     own = PipelineRoom.of(graph, object(), spec, "cpu", ASYNC)
     assert own.slot_bytes(64) == 0 and own.slot_bytes(64, "layerwise") > 0  # its own fanouts: unknown
 

@@ -33,9 +33,10 @@ from conveyor.pipeline.monitor import PipelineMonitor, Scalars
 from conveyor.pipeline.mps import MPSShares
 from conveyor.pipeline.phases import check_phase, series
 from conveyor.pipeline.processes import QUEUES, StageProcesses
+from conveyor.pipeline.room import PipelineRoom
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.pipeline.sharing import share_graph
-from conveyor.pipeline.shm import PipelineRoom, object_tensors, shm_shortfall
+from conveyor.pipeline.shm import object_tensors, shm_shortfall
 from conveyor.pipeline.shutdown import signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver

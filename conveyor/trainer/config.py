@@ -18,6 +18,7 @@ from conveyor.core.errors import one_line
 from conveyor.core.links import path_kind
 from conveyor.partition.datasets import check_root
 from conveyor.partition.datasets.custom import check_folder
+from conveyor.partition.datasets.synthetic import check_synthetic_room
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
@@ -32,7 +33,8 @@ def check_machine(settings: TrainingSettings) -> None:
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))
     check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
-                     len(settings.sampler.fanouts), device)
+                     len(settings.sampler.fanouts), device, getattr(settings.data, "num_features", None),
+                     copies=settings.run.world_size if device.type == "cpu" else 1)
     check_data_paths(settings.data)
     check_model_target(settings.model)
 
@@ -126,6 +128,8 @@ def check_data_paths(data) -> None:
         check_root(data.root if data.root is not None else data.root_folder())
     if data.name == "custom":
         check_folder(data.path)
+    if data.name == "synthetic":  # a graph of these sizes is generated: refused here if it cannot fit
+        check_synthetic_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
 
 
 def check_model_target(model: ModelSettings) -> None:
