@@ -20,7 +20,11 @@ TensorBoard and pacing (monitor.py), CUDA MPS shares (mps.py).
 from __future__ import annotations
 
 import logging
+import os
 import time
+import warnings
+from multiprocessing import resource_tracker
+from pathlib import Path
 from typing import Iterator, List, Optional
 
 import torch
@@ -37,7 +41,7 @@ from conveyor.pipeline.room import PipelineRoom
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.pipeline.sharing import share_graph
 from conveyor.pipeline.shm import object_tensors, shm_shortfall
-from conveyor.pipeline.shutdown import signals_held
+from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX, signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver
 from conveyor.pipeline.watch import PipelineError, StageWatch
@@ -97,6 +101,7 @@ class AsyncBatches:
                 return
             self._closed = True
             self.stages.stop()
+            relaunch_dead_resource_tracker()
         s = self.stats()
         if s["batches"]:
             log.info("pipeline: %d batches, trainer waited %.1f%% of the time, IPC %.2f ms a batch "
@@ -192,3 +197,26 @@ class AsyncBatches:
 def slot_bytes_held(receiver: BatchReceiver) -> int:
     """What the slots of both queues hold now: on the CPU every buffer reaches the trainer."""
     return sum(b.numel() * b.element_size() for r in receiver.readers.values() for b in r.buffers.values())
+
+
+def relaunch_dead_resource_tracker() -> None:
+    """multiprocessing's resource tracker (a process of its own) unlinks this process's named
+    semaphores should it die. Killed (by a user, an OOM killer), it is relaunched empty at the
+    next unregister, and every semaphore this process then unlinks (the queues', as they are
+    dropped) is a KeyError traceback in it. So once the queues are closed, a dead tracker is
+    relaunched here, quietly, and told again of the semaphores this process still has
+    (/dev/shm/sem.mp-conveyor-<pid>-*, shutdown.py)."""
+    tracker = resource_tracker._resource_tracker
+    pid = getattr(tracker, "_pid", None)
+    if pid is None:
+        return
+    try:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            return  # alive
+    except ChildProcessError:
+        pass  # reaped already: dead
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "process died unexpectedly, relaunching": it is known here
+        tracker.ensure_running()
+    for path in Path("/dev/shm").glob(f"sem.{SEMAPHORE_PREFIX}{os.getpid()}-*"):
+        resource_tracker.register("/" + path.name[len("sem."):], "semaphore")
