@@ -159,6 +159,9 @@ def predict(model: nn.Module, data, nodes: Optional[Tensor] = None, *, layers: O
     check_model(model, "predict(model, data)")
     graph = graph_of(data)
     ids = node_ids(nodes, graph.num_nodes)
+    if ids.numel() == 0:  # no rows, of the model's own width (found on one node)
+        return predict(model, graph, torch.zeros(1, dtype=torch.long), layers=layers, batch_size=batch_size,
+                       device=device)[:0]
     check_count(batch_size, "batch_size")
     if layers is not None:
         check_count(layers, "layers")
@@ -198,6 +201,8 @@ def graph_of(data) -> Graph:
     graph = data if isinstance(data, Graph) else Graph.from_data(data)
     if graph.x is None:
         raise ConveyorError("predict() needs node features: the graph has no x.")
+    if graph.num_nodes == 0:
+        raise ConveyorError("predict() got a graph without nodes; give it the graph to predict on.")
     return graph
 
 

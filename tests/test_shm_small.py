@@ -5,40 +5,21 @@ full to the last byte (the queues' semaphores) and when a sampler of the user's 
 cannot be bounded ahead, fills it (torch's "unable to allocate shared memory" in a stage).
 `pipeline=serial` needs none and trains. Each runs in a private mount namespace over a tmpfs of
 its own (`unshare -m`, as root); elsewhere the module is skipped."""
-import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import in_small_shm, shm_namespaces_allowed
 
-SMALL = "8m"
-
-
-def in_small_shm(command: str, size: str = SMALL, timeout: int = 180) -> subprocess.CompletedProcess:
-    """`command` (a shell line) in a mount namespace whose /dev/shm is a tmpfs of `size`."""
-    prepare = f"mount -t tmpfs -o size={size} tmpfs /dev/shm"
-    return subprocess.run(["unshare", "-m", "sh", "-c", f"{prepare} && {command}"], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-
-
-def _namespaces_allowed() -> bool:
-    try:
-        return in_small_shm("df -B1 --output=size /dev/shm | tail -1", timeout=20).stdout.strip() == str(8 << 20)
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _namespaces_allowed(),
+pytestmark = pytest.mark.skipif(not shm_namespaces_allowed(),
                                 reason="needs root and unshare -m (a private mount namespace)")
 
 LOADER = textwrap.dedent("""
     import sys
     from conveyor import ConveyorError, NeighborLoader
     from conveyor.partition.datasets import load_dataset
-    from tests.test_shm_small import NoFanouts, fill_shm
+    from tests.helpers import NoFanouts, fill_shm
     graph = load_dataset("synthetic", root=sys.argv[1], scale=0.002, seed=0)  # x: 1.9 MiB, file-mapped
     for case, pipeline, sampler in [("small", "async", "bsp"), ("own", "async", NoFanouts(graph)),
                                     ("full", "async", "bsp"), ("full", "serial", "bsp")]:
@@ -52,29 +33,6 @@ LOADER = textwrap.dedent("""
         finally:
             loader.close()
 """)
-
-
-def fill_shm() -> None:
-    """Fill /dev/shm to its last byte."""
-    with open("/dev/shm/filler", "wb") as filler:
-        try:
-            while True:
-                filler.write(bytes(1 << 16))
-                filler.flush()
-        except OSError:
-            pass
-
-
-class NoFanouts:
-    """bsp drawing every in-neighbour at two hops, without saying its fanouts: the pipeline cannot
-    bound its batches ahead (a sampler of the user's own), so a stage's slot meets the full /dev/shm."""
-
-    def __init__(self, graph):
-        from conveyor.samplers import build_sampler
-        self.inner = build_sampler("bsp", graph, [-1, -1])
-
-    def sample(self, seeds):
-        return self.inner.sample(seeds)
 
 
 def test_an_async_loader_in_a_small_shm_gets_the_paragraph_at_its_first_batch(data_root, synthetic_small):
