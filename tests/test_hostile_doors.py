@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import psutil
 import pytest
 import torch
 from torch_geometric.nn import GraphSAGE
@@ -378,6 +379,39 @@ SIZE_CASES = [
 ]
 
 
+# -- the pipeline's parts: objects without the protocols' methods, refused before a process starts --
+
+def async_source(fx, sampler="spec", features="spec"):
+    from conveyor.cache import CacheSettings, CacheSpec
+    from conveyor.pipeline import PipelineSettings, batch_source
+    from conveyor.samplers import SamplerSpec
+    before = set(psutil.Process().children())
+    try:
+        return batch_source(fx.small, SamplerSpec("bsp", [4]) if sampler == "spec" else sampler,
+                            CacheSpec(CacheSettings(policy="none")) if features == "spec" else features, "cpu",
+                            PipelineSettings(name="async", depth=2))
+    finally:
+        assert set(psutil.Process().children()) == before  # refused before any process started
+
+
+class Gatherer:
+    feature_dim, dtype = 8, torch.float32
+
+    def gather(self, n_id, out=None):
+        return torch.zeros(len(n_id), 8)
+
+
+PIPELINE_CASES = [
+    Case("pipeline", "a sampler without sample()", lambda fx: async_source(fx, sampler=object()),
+         refused("has neither sample(seeds)", "build(graph, device)")),
+    Case("pipeline", "a sampler given as its class", lambda fx: async_source(fx, sampler=GraphSAGE),
+         refused("has neither sample(seeds)")),
+    Case("pipeline", "a feature source without stats()", lambda fx: async_source(fx, features=Gatherer()),
+         refused("lacks stats")),
+    Case("pipeline", "a feature source of nothing", lambda fx: async_source(fx, features=42), refused("lacks gather")),
+]
+
+
 # -- conveyor.NeighborLoader: its own arguments (the lead's table to extend) ----------------------
 
 def first_batch(fx, **keywords):
@@ -392,7 +426,7 @@ LOADER_CASES = [
          correct(lambda batch, fx: batch.batch_size == 16 or pytest.fail(str(batch)))),
 ]
 
-CASES = PREDICT_CASES + LOAD_CASES + FIT_CASES + SIZE_CASES + LOADER_CASES
+CASES = PREDICT_CASES + LOAD_CASES + FIT_CASES + SIZE_CASES + PIPELINE_CASES + LOADER_CASES
 
 
 @pytest.mark.timeout(CASE_LIMIT_S)
@@ -403,7 +437,7 @@ def test_a_door_gives_a_result_or_one_paragraph(case, fx):
 
 def test_the_sweep_is_generated_wide():
     doors = {case.door for case in CASES}
-    assert doors == {"predict", "load", "fit", "sizes", "loader"} and len(CASES) > 120
+    assert doors == {"predict", "load", "fit", "sizes", "pipeline", "loader"} and len(CASES) > 120
     assert len({case.id for case in CASES}) == len(CASES)  # every case named once
 
 
