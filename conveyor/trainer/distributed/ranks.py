@@ -11,7 +11,9 @@ Two ways in, both through `train_distributed(settings)`:
   or on the CPU with gloo) and watches them: when one fails, it stops the others and raises with
   that rank's traceback.
 - `torchrun ... launch.py`: torchrun started this process as one rank; RANK, WORLD_SIZE,
-  LOCAL_RANK and MASTER_ADDR/PORT come from its environment, and torchrun watches the ranks.
+  LOCAL_RANK and MASTER_ADDR/PORT come from its environment. torchrun's agents watch their own
+  machine's ranks; watch.py makes a rank that dies, anywhere, stop the others within a minute, in
+  one paragraph naming it.
 
 In the ranks, `trainer.run.train(settings, ctx)` runs the usual loop; `RankContext` is all it needs
 to know about the others: DDP wrapping, the rank's seed batches, and the reductions that make rank 0
