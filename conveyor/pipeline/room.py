@@ -178,7 +178,9 @@ class PipelineRoom:
         if self.in_shm:
             need = {"this run's seeds": ID_BYTES * sum(sizes), **({what: slots} if grows else {})}
             check_shm_room(need, held=held if grows else 0)
-        if grows:
+        if grows and (self.device.type == "cpu" or not self.checked):
+            # On a GPU only before the first run: an auto cache then fills the device, leaving the
+            # run's largest batch the room it measured (memory.py), which this bound would exceed.
             self._check_memory(slots, what, held)
         self.checked = max(self.checked, slots)
 
