@@ -33,6 +33,8 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     settings.py  `pipeline.*`, declared and typed (PipelineSettings)
     cores.py     the cores this process may use and how many are idle (the sampling threads)
     sharing.py   opening the trainer's graph in the stage processes without copying it
+    shm.py       what the async pipeline places in /dev/shm, and the paragraph when it lacks room
+    room.py      a batch's size bounded before sampling; the room the batches take, checked per run
     shutdown.py  starting and stopping processes so nothing hangs or is left behind
     guard.py     refusing to spawn from a script's top level without `if __name__ == "__main__":`
 """
