@@ -298,7 +298,18 @@ LOAD_CASES = load_record_cases() + [
     Case("load", "a folder without checkpoints", lambda fx: conveyor.load(fx.folder / "files"),
          refused("holds no checkpoints/best.pt")),
     Case("load", "a missing path", lambda fx: conveyor.load(fx.folder / "nowhere.pt"), refused("does not exist")),
+    Case("load", "resume from a 0-byte last.pt", lambda fx: resume_from(fx, b""), refused("it is empty")),
+    Case("load", "resume from random bytes", lambda fx: resume_from(fx, os.urandom(999)), refused("cannot read")),
 ]
+
+
+def resume_from(fx, content: bytes):
+    """The checks a run.resume=true run makes of its out_dir, with `content` as its last.pt."""
+    from conveyor.trainer.outputs.checkpoint import CHECKPOINT, prepare_out_dir
+    out = fx.folder / "resume" / str(len(content))
+    (out / CHECKPOINT).parent.mkdir(parents=True, exist_ok=True)
+    (out / CHECKPOINT).write_bytes(content)
+    return prepare_out_dir(make_config(f"run.out_dir={out}", "run.resume=true", f"data.root={fx.folder / 'data'}"))
 
 
 # -- fit -----------------------------------------------------------------------------------------
