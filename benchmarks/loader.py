@@ -11,7 +11,10 @@ reference sets them, `conveyor.compare.reference.pyg_workers("auto")`, persisten
   loading a pipeline hides behind training shows as a shorter epoch.
 
 Each loader runs in its own subprocess (one at a time), with the same torch threads; the table
-says how it ran (cores, threads, load average, PyG's sampling backend, workers).
+says how it ran (cores, threads, load average, PyG's sampling backend, workers). With
+`--edge-features W` a third row runs conveyor's loader over the same graph with a W-wide float
+`edge_attr` on every edge, which each batch carries by `e_id`: its batches per second over the
+plain row's is what carrying edge features costs.
 
     python -m benchmarks.loader --scale 0.05 --fanouts 15,10,5 --batch-size 1024
 
@@ -45,8 +48,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None, help="torch threads of the training process (both loaders; "
                                                              "default: torch's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--edge-features", type=int, default=0, help="also conveyor with a W-wide edge_attr per edge")
     p.add_argument("--out", default=None, help="JSON path")
-    p.add_argument("--worker", default=None, choices=LOADERS, help=argparse.SUPPRESS)  # internal: one loader
+    p.add_argument("--worker", default=None, choices=(*LOADERS, "conveyor-edges"), help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -56,7 +60,7 @@ def make_loader(args, name: str, graph):
     fanouts = [int(f) for f in args.fanouts.split(",")]
     common = {"num_neighbors": fanouts, "batch_size": args.batch_size, "input_nodes": graph.train_idx,
               "shuffle": True}
-    if name == "conveyor":
+    if name.startswith("conveyor"):
         from conveyor import NeighborLoader
         loader = NeighborLoader(graph, **common, pipeline=args.pipeline, device=args.device, seed=args.seed)
         settings = loader.parts.settings
@@ -118,6 +122,9 @@ def worker(args) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
+    if args.worker == "conveyor-edges":
+        g = torch.Generator().manual_seed(args.seed)
+        graph.edge_attrs["edge_attr"] = torch.randn(graph.num_edges, args.edge_features, generator=g)
     loader, how = make_loader(args, args.worker, graph)
     figures = {"loader": args.worker, "how": how, "torch_threads": torch.get_num_threads(),
                "load_before": os.getloadavg()}
@@ -132,18 +139,24 @@ def worker(args) -> None:
 
 
 def run_worker(args, name: str, result: Path) -> dict:
-    command = [sys.executable, __file__, "--worker", name, "--result", str(result), "--scale", str(args.scale),
+    command = [sys.executable, "-m", "benchmarks.loader", "--worker", name, "--result", str(result),
+               "--scale", str(args.scale),
                "--data-root", args.data_root, "--device", args.device, "--batch-size", str(args.batch_size),
                "--fanouts", args.fanouts, "--hidden", str(args.hidden), "--pipeline", args.pipeline,
-               "--seed", str(args.seed), *(["--threads", str(args.threads)] if args.threads else [])]
-    subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+               "--seed", str(args.seed), "--edge-features", str(args.edge_features),
+               *(["--threads", str(args.threads)] if args.threads else [])]
+    subprocess.run(command, check=True, cwd=REPO)
     return json.loads(result.read_text())
 
 
 def ratios(results: dict) -> dict:
     ours, theirs = results["conveyor"], results["pyg"]
-    return {"batches_per_s_ratio": ours["epoch2"]["batches_per_s"] / theirs["epoch2"]["batches_per_s"],
-            "train_epoch_ratio": theirs["train"]["seconds"] / ours["train"]["seconds"]}
+    out = {"batches_per_s_ratio": ours["epoch2"]["batches_per_s"] / theirs["epoch2"]["batches_per_s"],
+           "train_epoch_ratio": theirs["train"]["seconds"] / ours["train"]["seconds"]}
+    if "conveyor-edges" in results:
+        out["edge_features_batches_per_s_ratio"] = (results["conveyor-edges"]["epoch2"]["batches_per_s"]
+                                                    / ours["epoch2"]["batches_per_s"])
+    return out
 
 
 def table(results: dict, args) -> str:
@@ -161,10 +174,13 @@ def table(results: dict, args) -> str:
         f"- conveyor / PyG batches per second (warm epoch): **{r['batches_per_s_ratio']:.2f}x**",
         f"- PyG / conveyor training epoch time (stock GraphSAGE, hidden {args.hidden}): "
         f"**{r['train_epoch_ratio']:.2f}x**",
+        *([f"- conveyor with a {args.edge_features}-wide edge_attr / without, batches per second (warm epoch): "
+           f"**{r['edge_features_batches_per_s_ratio']:.2f}x**"] if args.edge_features else []),
         f"- machine: {os.cpu_count()} cores, torch threads {ours['torch_threads']}, load average (1 min) before "
         f"{ours['load_before'][0]:.2f} / {theirs['load_before'][0]:.2f} (conveyor / PyG) {platform.machine()}",
         f"- command: python -m benchmarks.loader --scale {args.scale} --fanouts {args.fanouts} "
         f"--batch-size {args.batch_size} --device {args.device} --pipeline {args.pipeline}"
+        + (f" --edge-features {args.edge_features}" if args.edge_features else "")
         + (f" --threads {args.threads}" if args.threads else "")])
 
 
@@ -174,12 +190,13 @@ def main(argv=None) -> None:
         return worker(args)
     out = Path(args.out or REPO / "benchmarks" / "results" / f"loader_{args.device}_s{args.scale}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = {name: run_worker(args, name, out.with_name(f".{out.stem}.{name}.json")) for name in LOADERS}
+    names = LOADERS + (("conveyor-edges",) if args.edge_features else ())
+    results = {name: run_worker(args, name, out.with_name(f".{out.stem}.{name}.json")) for name in names}
     text = table(results, args)
     print(text)
     out.write_text(json.dumps({"args": vars(args), "results": results, **ratios(results)}, indent=2))
     out.with_suffix(".md").write_text(text + "\n")
-    for name in LOADERS:
+    for name in names:
         out.with_name(f".{out.stem}.{name}.json").unlink(missing_ok=True)
 
 

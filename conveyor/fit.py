@@ -53,7 +53,7 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     graph = checked_graph(graph)
     settings = fit_settings(model if isinstance(model, str) else None, overrides, keywords)
     if settings.pipeline.name == "async":
-        check_main_guard("conveyor.fit()")  # before any work, not when the pipeline starts
+        check_main_guard("conveyor.fit()", ())  # its stages get conveyor's specs: no script is run again
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None:
         check_model_shapes(given, graph, settings.sampler.fanouts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,107 @@ def fused_state_is_clean(sampler) -> bool:
     starts clean."""
     from conveyor.samplers import fused_kernel  # only once the test module has chosen the interpreter or not
     return bool((sampler._buf["state"] == fused_kernel.EMPTY.value).all() and (sampler._buf["queue"] == -1).all())
+
+
+def multigraph(num_nodes=40, num_edges=600, seed=0, zero_weights=0.2) -> Graph:
+    """A random graph that keeps its parallel edges (dedup=False, as conveyor.NeighborLoader builds
+    PyG's graphs): ~600 edges over 1600 node pairs, so many pairs are joined more than once. Its
+    edges carry "w", random weights of which about `zero_weights` are 0."""
+    g = torch.Generator().manual_seed(seed)
+    graph = Graph.from_edge_index(torch.randint(0, num_nodes, (2, num_edges), generator=g), num_nodes, dedup=False)
+    weights = torch.rand(num_edges, generator=g)
+    graph.edge_attrs["w"] = torch.where(torch.rand(num_edges, generator=g) < zero_weights, 0.0, weights)
+    return graph
+
+
+def assert_edge_positions(batch: SampledBatch, graph: Graph) -> None:
+    """Each sampled edge's CSC position holds its neighbour (`graph.indices[pos] == n_id[src]`),
+    lies in its target's CSC row, and no edge is drawn twice (parallel edges are separate edges)."""
+    assert batch.edge_pos_per_hop is not None and len(batch.edge_pos_per_hop) == batch.num_hops
+    for (src, dst), pos in zip(batch.edge_index_per_hop, batch.edge_pos_per_hop, strict=True):
+        src, dst, pos = src.cpu(), dst.cpu(), pos.cpu()
+        assert pos.dtype == torch.long and pos.shape == src.shape
+        assert torch.equal(graph.indices[pos].long(), batch.n_id.cpu()[src])
+        target = batch.n_id.cpu()[dst]
+        assert bool(((graph.indptr[target] <= pos) & (pos < graph.indptr[target + 1])).all())
+        assert torch.unique(pos).numel() == pos.numel()
+
+
+def weighted_fans(weights, copies=1) -> Graph:
+    """`complete_in_graph(len(weights), copies)` whose edges carry "w": the neighbour of rank r of
+    every fan weighs weights[r] (a centre's CSC row holds its neighbours in rank order)."""
+    graph = complete_in_graph(len(weights), copies)
+    graph.edge_attrs["w"] = torch.tensor(weights, dtype=torch.float64).repeat(copies)
+    return graph
+
+
+def drawn_subsets(batches, ranks: int, hops=(1,)) -> torch.Tensor:
+    """On `weighted_fans`: how often each set of neighbour ranks (as a bit mask, rank r = bit r)
+    was what a fan centre drew at one of `hops`, over the batches: [2**ranks] counts. Only ranks
+    below `ranks` may be drawn (an AssertionError otherwise)."""
+    counts = torch.zeros(2**ranks, dtype=torch.long)
+    for batch in batches:
+        n_id = batch.n_id.cpu().long()
+        for hop in hops:
+            src, dst = batch.edge_index_per_hop[hop - 1].cpu().long()
+            centre, rank = n_id[dst], n_id[src] - n_id[dst] - 1
+            assert not rank.numel() or int(rank.max()) < ranks, f"rank {int(rank.max())} drawn"
+            mask = torch.zeros(n_id.max() + 1, dtype=torch.long).index_add_(0, centre, 2**rank)
+            counts += torch.bincount(mask[centre.unique()], minlength=2**ranks)
+    return counts
+
+
+def successive_sampling(weights, k: int) -> torch.Tensor:
+    """The exact probability of each set of k ranks (bit masks, as `drawn_subsets`) under PyG's
+    weighted draw without replacement: each pick in proportion to the weight among those left,
+    uniformly among the zero-weight ones once no positive weight is left. By enumeration."""
+    probabilities = torch.zeros(2 ** len(weights), dtype=torch.float64)
+
+    def walk(mask: int, probability: float, left: int) -> None:
+        if left == 0:
+            probabilities[mask] += probability
+            return
+        rest = [i for i in range(len(weights)) if not mask >> i & 1]
+        total = sum(weights[i] for i in rest)
+        for i in rest:
+            share = weights[i] / total if total > 0 else 1 / len(rest)
+            if share:
+                walk(mask | 1 << i, probability * share, left - 1)
+
+    walk(0, 1.0, k)
+    return probabilities
+
+
+def assert_drawn_as(counts: torch.Tensor, probabilities: torch.Tensor) -> None:
+    """Observed subset counts against exact probabilities: never a subset of probability 0 (a
+    zero weight drawn while positive ones were left), and a chi-square fit (fixed seeds: the
+    verdict repeats) with p > 1e-3."""
+    from scipy import stats
+    possible = probabilities > 0
+    assert int(counts[~possible].sum()) == 0, counts.nonzero().squeeze(1).tolist()
+    if int(possible.sum()) == 1:  # one possible set (every neighbour taken): nothing to fit
+        return
+    expected = probabilities[possible] * counts.sum() / probabilities[possible].sum()
+    p = stats.chisquare(counts[possible].double().numpy(), expected.numpy()).pvalue
+    assert p > 1e-3, (counts[possible].tolist(), expected.tolist(), p)
+
+
+WEIGHTED_CASES = [  # (the weights of a fan's neighbours by rank, the fanout), for `weighted_fans`
+    pytest.param([1.0, 2.0, 3.0, 0.0, 4.0, 10.0], 1, id="one pick in proportion to the weight"),
+    pytest.param([1.0, 2.0, 3.0, 0.0, 4.0, 10.0], 3, id="three of six, a zero weight never drawn"),
+    pytest.param([5.0, 0.0, 1.0, 0.0, 0.0], 4, id="zero weights fill the draw up, uniformly"),
+    pytest.param([1e-300, 3e-300, 0.0], 1, id="tiny weights keep their ratio"),
+    pytest.param([0.0, 1.0, 0.0], 3, id="a row no longer than the fanout is taken whole"),
+]
+BAD_WEIGHTS = [  # (the graph's edge attributes for E edges, words of the refusal of weight_attr="w")
+    (lambda E: {}, "names no edge attribute"),
+    (lambda E: {"w": torch.ones(5)}, "shape (5,)"),
+    (lambda E: {"w": torch.ones(E, 1)}, ", 1)"),
+    (lambda E: {"w": torch.ones(E, dtype=torch.bool)}, "not real numbers"),
+    (lambda E: {"w": torch.ones(E).index_fill_(0, torch.tensor([7]), -1.0)}, "at edge 7"),
+    (lambda E: {"w": torch.ones(E).index_fill_(0, torch.tensor([3]), float("nan"))}, "NaN"),
+    (lambda E: {"w": torch.ones(E).index_fill_(0, torch.tensor([3]), float("inf"))}, "infinite"),
+]
 
 
 def launch(*args, timeout=600, env=None):
@@ -319,6 +421,69 @@ def users_project(folder):
     (folder / "conf").mkdir(exist_ok=True)
     (folder / "conf" / "config.yaml").write_text("defaults: [not_conveyors]\n")
     return folder
+
+
+# -- PyG's own loader tests, with conveyor's loader ------------------------------------------------
+
+PYG_TESTS = REPO / "tests" / "data" / "pyg"  # PyG's test files, verbatim (ORIGIN.md there)
+SAMPLER_PACKAGES = {"pyg_lib", "pyg-lib", "torch_sparse", "torch-sparse"}
+SAMPLER_FLAGS = ("WITH_PYG_LIB", "WITH_TORCH_SPARSE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE", "WITH_EDGE_TIME_NEIGHBOR_SAMPLE")
+PYG_LIB_SKIP = "'pyg-lib' does not support"  # the reason of PyG's skipif marks around pyg-lib-only features
+
+
+def pyg_spec_tests(file: str, loaders: dict, pipeline: str, prefix: str) -> dict:
+    """The test functions of PyG's own test file `file` (tests/data/pyg/), run with each loader of
+    `loaders` (PyG's name -> conveyor's class) imported from conveyor instead of PyG: that import line
+    is the one change to the file. PyG's gates on pyg-lib and torch_sparse are opened (conveyor needs
+    neither): `withPackage` drops those two names, `onlyNeighborSampler` and the skipif marks built
+    from the pyg-lib flags go, and the in-body flags are True in the module's namespace only (PyG's
+    own sampler still reads the real ones). `pipeline` becomes the loaders' default pipeline. The
+    functions come back under `prefix` + their name, for a test module's globals."""
+    import types
+
+    import torch_geometric.testing as pyg_testing
+    import torch_geometric.testing.decorators as pyg_decorators
+
+    source = (PYG_TESTS / file).read_text()
+    for name in loaders:
+        pyg_import = f"from torch_geometric.loader import {name}\n"
+        assert source.count(pyg_import) == 1, f"{file} no longer imports {name} as expected"
+        source = source.replace(pyg_import, f"from conveyor import {name}\n")
+    module = types.ModuleType(f"pyg_spec_{pipeline}_{file[:-3]}")
+    patches = {"withPackage": open_gate(pyg_decorators.withPackage), "onlyNeighborSampler": lambda f: f}
+    saved = {m: {k: getattr(m, k) for k in patches} for m in (pyg_testing, pyg_decorators)}
+    try:
+        for m in saved:
+            for k, v in patches.items():
+                setattr(m, k, v)
+        exec(compile(source, str(PYG_TESTS / file), "exec"), module.__dict__)
+    finally:
+        for m, values in saved.items():
+            for k, v in values.items():
+                setattr(m, k, v)
+    module.__dict__.update({flag: True for flag in SAMPLER_FLAGS})
+    module.__dict__.update({name: with_pipeline(cls, pipeline) for name, cls in loaders.items()})
+    tests = {}
+    for name, test in module.__dict__.items():
+        if name.startswith("test_") and callable(test):
+            test.pytestmark = [m for m in getattr(test, "pytestmark", [])
+                               if not (m.name == "skipif" and PYG_LIB_SKIP in str(m.kwargs.get("reason", "")))]
+            tests[prefix + name] = test
+    return tests
+
+
+def open_gate(with_package):
+    """PyG's withPackage without its checks for the samplers conveyor does not need."""
+    def gate(*packages):
+        rest = [p for p in packages if re.split(r"[<>=!~ ]", p, maxsplit=1)[0] not in SAMPLER_PACKAGES]
+        return with_package(*rest) if rest else (lambda f: f)
+    return gate
+
+
+def with_pipeline(cls, pipeline: str):
+    """`cls` under its own name, its `pipeline=` defaulting to `pipeline`."""
+    return type(cls.__name__, (cls,), {"__init__": lambda self, *args, pipeline=pipeline, **kwargs:
+                                       cls.__init__(self, *args, pipeline=pipeline, **kwargs)})
 
 
 # -- a small /dev/shm (test_shm_small.py, test_hostile_doors.py) --------------------------------

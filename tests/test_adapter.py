@@ -65,3 +65,47 @@ def test_a_target_that_cannot_be_built_says_so(tmp_path, data_root):
     with pytest.raises(ConveyorError, match=r"cannot build model._target_=torch_geometric.nn.GraphSAGE: "
                                             r".*no_such_argument"):
         train(cfg)
+
+
+class WeightedEdgeIndexModel(torch.nn.Module):
+    """A user's module as PyG's loaders feed it, taking edge weights by name."""
+
+    def __init__(self, gcn):
+        super().__init__()
+        self.gcn = gcn
+
+    def forward(self, x, edge_index, edge_weight=None):
+        return self.gcn(x, edge_index, edge_weight=edge_weight)
+
+
+@pytest.mark.parametrize("adapter", ["per_hop", "edge_index"])
+def test_edge_features_reach_the_layers_hop_by_hop_and_merged(adapter, cora):
+    """Every neighbour, every node a seed, bsp drawing each hop anew (a node's edges repeat across
+    hops, and a parallel edge sits beside its twin): hop by hop (a stock GAT with edge_dim: edge_attr
+    per layer) and on the merged subgraph (a module with forward(x, edge_index, edge_weight): each
+    edge once, by position) the output is the stock model's full-graph forward with the features."""
+    from conveyor.pipeline.batch import BatchCost, PreparedBatch
+    from conveyor.trainer.models.adapter import wrap_module
+    from conveyor.trainer.models.edges import edge_inputs, model_edges
+    edge_index = torch.cat([cora.edge_index(), cora.edge_index()[:, :50]], 1)  # 50 parallel edges
+    g = torch.Generator().manual_seed(2)
+    features = {"edge_weight": torch.rand(edge_index.size(1), generator=g) + 0.1,
+                "edge_attr": torch.randn(edge_index.size(1), 3, generator=g)}
+    graph = conveyor.Graph.from_edge_index(edge_index, cora.num_nodes, dedup=False, x=cora.x, edge_attrs=features)
+    torch.manual_seed(0)
+    if adapter == "per_hop":
+        module = GAT(cora.x.size(1), 16, 2, cora.num_classes, edge_dim=3, heads=2).eval()
+        full = module(cora.x, edge_index, edge_attr=features["edge_attr"])
+    else:
+        module = WeightedEdgeIndexModel(GCN(cora.x.size(1), 16, 2, cora.num_classes)).eval()
+        full = module(cora.x, edge_index, features["edge_weight"])
+    model = wrap_module(module)
+    names = edge_inputs(model)
+    batch = build_sampler("bsp", graph, [-1, -1], seed=0).sample(torch.arange(cora.num_nodes))
+    positions = torch.cat(batch.edge_pos_per_hop)
+    prepared = PreparedBatch(batch, graph.x[batch.n_id], None, BatchCost(),
+                             edge_attrs={n: graph.edge_attrs[n][positions] for n in names})
+    with torch.no_grad():
+        out = model(prepared.x, batch.layers(), **model_edges(model, prepared))
+    assert names == (("edge_attr",) if adapter == "per_hop" else ("edge_weight",))
+    torch.testing.assert_close(out, full[batch.n_id], atol=1e-5, rtol=0)

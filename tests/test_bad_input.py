@@ -16,7 +16,7 @@ from tests.helpers import launch, make_config, refusal
 @pytest.mark.parametrize("override, words", [
     # silent coercions
     ("sampler.fanouts='15'", ["sampler.fanouts", "'15'", "e.g. sampler.fanouts=[15,10,5]"]),
-    ("sampler.fanouts=[2.7,1.5]", ["sampler.fanouts", "positive integers", "2.7"]),
+    ("sampler.fanouts=[2.7,1.5]", ["sampler.fanouts", "integers >= 0", "2.7"]),
     ("sampler.fanouts=[99999999999999999999,5]", ["sampler.fanouts holds 99999999999999999999, beyond the "
                                                   "largest integer conveyor handles (2**63-1 = 9,223,372,036,"
                                                   "854,775,807, int64); write -1 for every neighbour"]),

@@ -1,4 +1,5 @@
 import pickle
+import re
 
 import pytest
 import torch
@@ -6,16 +7,24 @@ from scipy import stats
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
-from conveyor.samplers import bsp, build_sampler
+from conveyor.samplers import SamplerSpec, bsp, build_sampler
 from conveyor.samplers.checks import assert_valid_batch
 from tests.helpers import (
     BAD_SEEDS,
+    BAD_WEIGHTS,
+    WEIGHTED_CASES,
+    assert_drawn_as,
+    assert_edge_positions,
     chain_graph,
     complete_in_graph,
+    drawn_subsets,
     fan_rank_counts,
+    multigraph,
     power_law_graph,
     random_graph,
     star_graph,
+    successive_sampling,
+    weighted_fans,
     with_isolated,
 )
 
@@ -140,6 +149,85 @@ def test_the_same_batches_as_the_previous_release(name, fanouts, bitmap_from, mo
             assert torch.equal(x, y) and x.dtype == y.dtype
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("once", [False, True])
+def test_edge_positions_keep_parallel_edges_apart(once, weighted):
+    """On a graph that keeps its parallel edges, each edge's CSC position comes with it (its
+    attributes' row); a node with fewer in-edges than the fanout gets every one of them, each
+    parallel edge on its own, at the positions of its whole CSC row."""
+    graph = multigraph()
+    seeds = torch.tensor([0, 5, 9, 17])
+    sampler = build_sampler("bsp", graph, [3, 100], seed=2, once=once, weight_attr="w" if weighted else None)
+    batch = sampler.sample(seeds)
+    assert_edge_positions(batch, graph)
+    if not once:
+        assert_valid_batch(batch, graph, seeds, [3, 100])
+    src, dst = batch.edge_index_per_hop[1]
+    positions, parallel = batch.edge_pos_per_hop[1], 0
+    for local in dst.unique().tolist():  # hop 2 takes every in-edge of each of its targets
+        v = int(batch.n_id[local])
+        assert torch.equal(positions[dst == local].sort().values, torch.arange(graph.indptr[v], graph.indptr[v + 1]))
+        parallel += int((src[dst == local].unique().numel() < (dst == local).sum()))
+    assert parallel > 0  # some target drew one neighbour through two edges
+
+
+def test_the_batch_check_catches_a_wrong_edge_position():
+    graph = multigraph()
+    seeds = torch.tensor([0, 5])
+    batch = build_sampler("bsp", graph, [3, 3], seed=2).sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [3, 3])
+    pos = batch.edge_pos_per_hop[0]
+    twin = pos.clone()
+    twin[1] = twin[0]  # two edges at one position
+    wrong = pos.clone()
+    wrong[0] = (pos[0] + 1) % graph.num_edges if graph.indices[(pos[0] + 1) % graph.num_edges] != \
+        graph.indices[pos[0]] else (pos[0] + graph.num_edges // 2) % graph.num_edges
+    for bad, words in ((twin, "drawn twice|not the edge's neighbour"), (wrong, "position")):
+        batch.edge_pos_per_hop[0] = bad
+        with pytest.raises(AssertionError, match=words):
+            assert_valid_batch(batch, graph, seeds, [3, 3])
+
+
+@pytest.mark.parametrize("weights, fanout", WEIGHTED_CASES)
+def test_weighted_draws_are_pygs_successive_sampling(weights, fanout):
+    """weight_attr: a fan centre with more neighbours than the fanout draws `fanout` of them
+    without replacement, each pick in proportion to the weight among those left (pyg-lib's
+    weighted draw), at hop 1 and again, independently, at hop 2: the frequencies of the drawn sets
+    against their exact probabilities (enumerated), 8000 draws; zero weights only when no
+    positive one is left."""
+    copies = 1000
+    graph = weighted_fans(weights, copies)
+    centres = torch.arange(copies) * (len(weights) + 1)
+    sampler = build_sampler("bsp", graph, [fanout, fanout], seed=0, weight_attr="w")
+    batches = [sampler.sample(centres) for _ in range(4)]
+    for batch in batches:
+        assert_valid_batch(batch, graph, centres, [fanout, fanout])
+    assert_drawn_as(drawn_subsets(batches, len(weights), hops=(1, 2)), successive_sampling(weights, fanout))
+
+
+def test_a_sampler_spec_carries_weight_attr():
+    """SamplerSpec(weight_attr=...) crosses a pickle and builds a sampler that draws by weight:
+    with one positive weight per fan and fanout 1, every centre draws that neighbour."""
+    graph = weighted_fans([0.0, 0.0, 2.0, 0.0], copies=300)
+    centres = torch.arange(300) * 5
+    spec = pickle.loads(pickle.dumps(SamplerSpec("bsp", [1], seed=3, weight_attr="w")))
+    batch = spec.build(graph, "cpu").sample(centres)
+    src, dst = batch.edge_index_per_hop[0]
+    assert torch.equal(batch.n_id[src] - batch.n_id[dst], torch.full((300,), 3))
+    unweighted = SamplerSpec("bsp", [1], seed=3).build(graph, "cpu").sample(centres)
+    src, dst = unweighted.edge_index_per_hop[0]
+    assert (unweighted.n_id[src] - unweighted.n_id[dst] != 3).sum() > 150  # ~3 in 4 without the weights
+
+
+@pytest.mark.parametrize("attributes, words", BAD_WEIGHTS)
+def test_bad_weight_attr(attributes, words):
+    graph = random_graph()
+    graph.edge_attrs.update(attributes(graph.num_edges))
+    with pytest.raises(ConveyorError, match=re.escape(words)) as refusal:
+        build_sampler("bsp", graph, [5], weight_attr="w")
+    assert "weight_attr=None" in str(refusal.value)  # the fix, named
+
+
 @pytest.mark.parametrize("seeds, words", BAD_SEEDS)
 def test_bad_seeds(seeds, words):
     sampler = build_sampler("bsp", random_graph(), [5])
@@ -147,7 +235,18 @@ def test_bad_seeds(seeds, words):
         sampler.sample(seeds)
 
 
-@pytest.mark.parametrize("fanouts", [[], [0], [5, -2], ["a"]])
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_a_fanout_of_0_draws_nothing_at_that_hop(weight_attr):
+    """PyG's meaning of num_neighbors 0 (check_fanouts takes it since #41), drawn by weight or not."""
+    graph = multigraph()
+    seeds = torch.tensor([0, 5, 9])
+    for fanouts in ([2, 0], [0, 3]):
+        batch = build_sampler("bsp", graph, fanouts, seed=0, weight_attr=weight_attr).sample(seeds)
+        assert_valid_batch(batch, graph, seeds, fanouts)
+        assert [e.size(1) for e in batch.edge_index_per_hop][fanouts.index(0)] == 0
+
+
+@pytest.mark.parametrize("fanouts", [[], [5, -2], ["a"], [2.5]])
 def test_bad_fanouts(fanouts):
     with pytest.raises(ConveyorError, match="fanouts"):
         build_sampler("bsp", random_graph(), fanouts)

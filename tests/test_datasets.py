@@ -375,3 +375,26 @@ def test_root_is_required_and_options_are_checked(tmp_path):
         load_dataset("cora", root=None)
     with pytest.raises(ConveyorError, match=re.escape("does not take option(s) scale")):
         load_dataset("cora", root=tmp_path, scale=1.0)
+
+
+def test_a_custom_datasets_edge_weights_reach_a_gcn_from_the_command_line(tmp_path, data_root):
+    """data=custom with edge_weight.npy: every edge kept (each its own weight), weights in CSC order
+    by edge id, and a GCN run says it reads them; a wrong shape is one paragraph."""
+    from conveyor.partition.datasets import load_configured
+    from conveyor.trainer.run import train
+    from tests.helpers import make_config, write_custom_dataset
+    folder = write_custom_dataset(tmp_path / "arrays", num_nodes=40, train_idx=range(20), val_idx=range(20, 30),
+                                  test_idx=range(30, 40))
+    edge_index = np.load(folder / "edge_index.npy")
+    weight = np.random.default_rng(1).random(edge_index.shape[1]).astype(np.float32) + 0.1
+    np.save(folder / "edge_weight.npy", weight)
+    settings = make_config("data=custom", f"data.path={folder}", "model=gcn", "trainer.epochs=1", "pipeline=serial",
+                           f"run.out_dir={tmp_path / 'run'}")
+    graph = load_configured(settings.data)
+    assert graph.num_edges == edge_index.shape[1]  # parallel edges kept: each has its weight
+    assert torch.equal(graph.edge_attrs["edge_weight"], torch.from_numpy(weight)[graph.edge_ids])
+    train(settings)
+    assert "edge features: edge_weight" in (tmp_path / "run" / "run.log").read_text()
+    np.save(folder / "edge_weight.npy", weight[:-1])
+    with pytest.raises(ConveyorError, match=r"edge_weight in .* must be a real array of shape \[160\]"):
+        load_configured(make_config("data=custom", f"data.path={folder}").data)

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import torch
@@ -132,23 +131,17 @@ CALL = ("conveyor.fit(data, fanouts=[5, 5], epochs=1, out_dir={out!r}, "
 
 
 @pytest.mark.parametrize("guarded", [False, True])
-def test_a_script_without_the_main_guard_stops_at_once_with_the_fix(guarded, data_root, tmp_path):
-    call = CALL.format(out=str(tmp_path / "run"))
-    call = f'if __name__ == "__main__":\n    {call}\n    print("trained")' if guarded else call
+def test_a_script_trains_with_or_without_the_main_guard(guarded, data_root, tmp_path):
+    """fit's stage processes get conveyor's own specs, so they start without running the script
+    again (pipeline/guard.py): its top-level code runs once, guard or none."""
+    call = CALL.format(out=str(tmp_path / "run")) + '\nprint("trained")'
+    call = 'if __name__ == "__main__":\n' + "".join(f"    {line}\n" for line in call.splitlines()) if guarded else call
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.format(root=str(data_root), call=call))
-    start = time.monotonic()
+    script.write_text('print("script runs")\n' + SCRIPT.format(root=str(data_root), call=call))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
-    if guarded:
-        assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-3000:]
-        return
-    assert done.returncode == 1 and time.monotonic() - start < 120
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("conveyor.core.errors.ConveyorError: conveyor.fit() starts its stage processes")
-    assert f"{script} again" in last and "line 5" in last and 'if __name__ == "__main__":' in last
-    assert "pipeline=serial" in last and "sampler stage" not in done.stderr
-    assert not (tmp_path / "run").exists()
+    assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-3000:]
+    assert done.stdout.count("script runs") == 1
 
 
 def test_a_stage_process_rerunning_an_unguarded_script_exits_with_the_fix(tmp_path):

@@ -2,9 +2,10 @@
 
 - `-k sm90`: the kernel compiled for sm_90 (Triton bundles ptxas and cuobjdump) exactly as a run
   binds it: a FusedSampler builds a launch's arguments for super-batches of 1, 4 and 8 batches
-  (and one WIDE variant, a fanout above every degree) and Triton's binder types them (sizes as
-  i32). No spills, within the register cap, and the release/acquire atomics of its protocol
-  (fused_kernel's docstring) in the PTX. It runs in a subprocess because the test session has
+  (and one WIDE variant, a fanout above every degree), and of the WEIGHTED variant (weight_attr)
+  for 1 and 4 batches and WIDE, and Triton's binder types them (sizes as i32). No spills, within
+  the register cap, and the release/acquire atomics of its protocol (fused_kernel's docstring) in
+  the PTX. It runs in a subprocess because the test session has
   TRITON_INTERPRET=1, under which nothing compiles.
 - Compile counts: the variants a GPU launch would compile (Triton's own specialisation: the
   constexprs, argument dtypes, pointer alignment, and integers not excluded by
@@ -43,8 +44,12 @@ def compile_reports(*args):
 def test_sm90_compile_of_what_a_run_binds_has_no_spills_and_the_protocols_atomics():
     default, rc = compile_reports("--batches", "1,4,8")  # one batch; super-batches of 4 (pipeline), 8 (benchmark)
     wide, wide_rc = compile_reports("--fanouts", "15,100000", "--batches", "1")  # WIDE: take-all rows past a tile
-    assert [r["meta"]["WIDE"] for r in default + wide] == [False, False, False, True]
-    for r in default + wide:
+    weighted, weighted_rc = compile_reports("--weighted", "--batches", "1,4")
+    weighted_wide, weighted_wide_rc = compile_reports("--weighted", "--fanouts", "15,100000", "--batches", "1")
+    reports = default + wide + weighted + weighted_wide
+    assert [(r["meta"]["WIDE"], r["meta"]["WEIGHTED"]) for r in reports] == \
+        [(False, False)] * 3 + [(True, False)] + [(False, True)] * 2 + [(True, True)]
+    for r in reports:
         print(f"sm_90, triton {r['triton']}, {r['meta']}, sizes {set(r['size_types'].values())}: "
               f"{r['registers']} registers, {r['shared_bytes']} B shared, {r['programs_per_sm']} programs per SM, "
               f"{r['sass_membar']} MEMBARs")
@@ -53,7 +58,7 @@ def test_sm90_compile_of_what_a_run_binds_has_no_spills_and_the_protocols_atomic
         assert r["missing_ptx"] == [], f"ordering atomics missing from the PTX: {r['missing_ptx']}"
         assert r["registers"] <= fused.MAX_REGISTERS and r["programs_per_sm"] >= 3, r  # 3+ programs of 4 warps
         assert r["shared_bytes"] <= 48 * 1024, r
-    assert rc == wide_rc == 0  # fused_compile's own verdict agrees
+    assert rc == wide_rc == weighted_rc == weighted_wide_rc == 0  # fused_compile's own verdict agrees
 
 
 class SpecialisationRecorder:

@@ -24,8 +24,10 @@ from conveyor.samplers import fused  # noqa: E402
 from conveyor.samplers.checks import assert_valid_batch, same_batch  # noqa: E402
 from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
 from tests.helpers import (  # noqa: E402
+    assert_edge_positions,
     chain_graph,
     fused_state_is_clean,  # noqa: E402
+    multigraph,
     power_law_graph,
     random_graph,
     star_graph,
@@ -60,7 +62,8 @@ def seed_sets(graph, count: int, sizes) -> list:
 def check_threaded(graph, fanouts, programs, calls, harness_seed, **options):
     """Run `calls` (each a list of seed sets: one sample_many, or one sample if a single set) on a
     sampler with `programs` threaded programs and on the sequential interpreter, both with
-    sampler seed 7: the same batches, each valid, the state clean after every launch."""
+    sampler seed 7: the same batches (edge positions included), each valid, the state clean after
+    every launch."""
     reference = FusedSampler(graph, fanouts, device="cpu", seed=7, **options)
     expected = [reference.sample_many(seeds) for seeds in calls]
     sampler = FusedSampler(graph, fanouts, device="cpu", seed=7, num_programs=programs, **options)
@@ -72,8 +75,9 @@ def check_threaded(graph, fanouts, programs, calls, harness_seed, **options):
         assert fused_state_is_clean(sampler), (programs, harness_seed, [s.tolist() for s in seeds])
         for s, batch, ref in zip(seeds, got, want):
             assert_valid_batch(batch, graph, s, fanouts)
-            assert same_batch(canonical_order(batch, graph.num_nodes), canonical_order(ref, graph.num_nodes)), \
-                (programs, harness_seed, s.tolist())
+            assert_edge_positions(batch, graph)
+            canonical = [canonical_order(b, graph.num_nodes, sampler.parallel_edges) for b in (batch, ref)]
+            assert same_batch(*canonical), (programs, harness_seed, s.tolist())
     return sampler
 
 
@@ -109,3 +113,15 @@ def test_overflow_reruns(programs):
     calls = [seed_sets(graph, 3, [40, 5]), seed_sets(graph, 4, [60])]
     sampler = check_threaded(graph, [4, 3, 2], programs, calls, harness_seed=300 + programs, buffer_scale=0.05)
     assert sampler.num_launches > len(calls)  # the first launch overflowed
+
+
+@pytest.mark.parametrize("programs", [3, 5])
+def test_weighted_draws_on_parallel_edges(programs):
+    """The WEIGHTED kernel on a graph with parallel edges and zero weights, its programs running
+    concurrently: single batches and a super-batch, buffers at 5% of the worst case (overflow
+    reruns), each batch the sequential interpreter's, edge positions included."""
+    graph = multigraph(60, 900, seed=programs)
+    calls = [seed_sets(graph, 5, [30]), seed_sets(graph, 6, [4, 50, 0, 12]), seed_sets(graph, 7, [60])]
+    sampler = check_threaded(graph, [3, 2], programs, calls, harness_seed=400 + programs, buffer_scale=0.05,
+                             weight_attr="w")
+    assert sampler.weighted and sampler.parallel_edges and sampler.num_launches > len(calls)

@@ -4,7 +4,9 @@ On CPU the kernel runs under Triton's interpreter (TRITON_INTERPRET=1, set here 
 is defined); it is slow, so the graphs are small and most tests get many batches out of one
 launch with `sample_many`. With CUDA the same tests run on the compiled kernel (marked `gpu`).
 """
+import itertools
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,14 +24,22 @@ from conveyor.partition import Graph  # noqa: E402
 from conveyor.samplers import build_sampler, fused
 from conveyor.samplers.checks import assert_valid_batch, same_batch  # noqa: E402
 from conveyor.samplers.fused import FusedSampler, canonical_order  # noqa: E402
-from tests.helpers import (  # noqa: E402  # noqa: E402
+from tests.helpers import (  # noqa: E402
     BAD_SEEDS,
+    BAD_WEIGHTS,
+    WEIGHTED_CASES,
+    assert_drawn_as,
+    assert_edge_positions,
     chain_graph,
     complete_in_graph,
+    drawn_subsets,
     fused_state_is_clean,
+    multigraph,
     power_law_graph,
     random_graph,
     star_graph,
+    successive_sampling,
+    weighted_fans,
     with_isolated,
 )
 
@@ -199,22 +209,130 @@ def test_node_counts_match_bsp_in_distribution(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_overflow_reruns_with_bigger_buffers(device):
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_overflow_reruns_with_bigger_buffers(device, weight_attr):
     """Buffers at 1% of the worst case overflow; the kernel reports it, the call reruns and returns
-    the batch that big buffers give, and the state stays clean."""
+    the batch that big buffers give (edge positions too; drawn by weight too), and the state
+    stays clean."""
     graph = power_law_graph()
+    graph.edge_attrs["w"] = torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(0))
     seeds = [torch.arange(0, 400, 9), torch.arange(3, 60)]
-    small = FusedSampler(graph, [15, 10, 5], device=device, seed=4, buffer_scale=0.01, deterministic=True)
+    options = dict(device=device, seed=4, deterministic=True, weight_attr=weight_attr)
+    small = FusedSampler(graph, [15, 10, 5], buffer_scale=0.01, **options)
     batches = small.sample_many(seeds)
     assert small.num_launches > 1
-    reference = FusedSampler(graph, [15, 10, 5], device=device, seed=4, deterministic=True).sample_many(seeds)
+    reference = FusedSampler(graph, [15, 10, 5], **options).sample_many(seeds)
     for s, batch, ref in zip(seeds, batches, reference):
         assert_valid_batch(batch, graph, s, [15, 10, 5])
+        assert_edge_positions(batch, graph)
         assert same_batch(batch, ref)
     assert fused_state_is_clean(small)
     launches = small.num_launches
     small.sample_many(seeds)  # the grown buffers are kept
     assert small.num_launches == launches + 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_edge_positions_follow_their_edges(device, deterministic):
+    """On a graph that keeps its parallel edges, single batches and a super-batch, canonical order
+    or not: each edge comes with its CSC position (`graph.indices[pos] == n_id[src]`, inside its
+    target's row); hop 2's fanout is above every degree, so each target gets every in-edge, each
+    parallel edge apart, at the positions of its whole CSC row."""
+    graph = multigraph()
+    sampler = FusedSampler(graph, [3, 100], device=device, seed=5, deterministic=deterministic)
+    assert sampler.parallel_edges
+    seed_sets = [torch.tensor([0, 5, 9, 17]), torch.arange(0, 40, 3), torch.tensor([33])]
+    batches = [sampler.sample(s) for s in seed_sets] + sampler.sample_many(seed_sets)
+    parallel = 0
+    for seeds, batch in zip(seed_sets * 2, batches):
+        assert_valid_batch(batch, graph, seeds, [3, 100])
+        assert_edge_positions(batch, graph)
+        n_id, (src, dst), pos = batch.n_id.cpu(), *[t.cpu() for t in (batch.edge_index_per_hop[1],
+                                                                        batch.edge_pos_per_hop[1])]
+        for local in dst.unique().tolist():
+            v = int(n_id[local])
+            assert torch.equal(pos[dst == local].sort().values, torch.arange(graph.indptr[v], graph.indptr[v + 1]))
+            parallel += int(src[dst == local].unique().numel() < int((dst == local).sum()))
+    assert parallel > 0  # some target drew one neighbour through two edges
+
+
+def test_canonical_order_puts_parallel_edges_in_one_order():
+    """However the kernel's timing ordered a hop's edges, canonical_order gives one order, positions
+    with their edges; parallel edges (same neighbour, same target) are ordered by position."""
+    graph = multigraph()
+    batch = FusedSampler(graph, [100, 100], seed=1, deterministic=False).sample(torch.tensor([0, 5, 9]))
+    g = torch.Generator().manual_seed(0)
+    perms = [torch.randperm(e.size(1), generator=g) for e in batch.edge_index_per_hop]
+    shuffled = type(batch)(batch.n_id, batch.num_nodes_per_hop,
+                           [e[:, p] for e, p in zip(batch.edge_index_per_hop, perms)],
+                           [q[p] for q, p in zip(batch.edge_pos_per_hop, perms)])
+    a, b = canonical_order(batch, graph.num_nodes, True), canonical_order(shuffled, graph.num_nodes, True)
+    assert same_batch(a, b) and a.edge_pos_per_hop is not None
+    assert_edge_positions(a, graph)
+    for (src, dst), pos in zip(a.edge_index_per_hop, a.edge_pos_per_hop):
+        key = dst * a.n_id.numel() + src
+        assert bool((key.diff() >= 0).all()) and bool((pos.diff()[key.diff() == 0] > 0).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("weights, fanout", WEIGHTED_CASES)
+def test_weighted_draws_are_pygs_successive_sampling(weights, fanout, device):
+    """weight_attr in the kernel (its WEIGHTED variant): a fan centre with more neighbours than the
+    fanout draws `fanout` of them without replacement, each pick in proportion to the weight among
+    those left, at hop 1 and again, independently, at hop 2: the frequencies of the drawn sets
+    against their exact probabilities (enumerated), 2400 draws from one launch; zero weights only
+    when no positive one is left."""
+    copies = 100
+    graph = weighted_fans(weights, copies)
+    centres = torch.arange(copies) * (len(weights) + 1)
+    sampler = build_sampler("fused", graph, [fanout, fanout], device=device, seed=0, weight_attr="w")
+    batches = sampler.sample_many([centres] * 12)
+    assert sampler.num_launches == 1
+    for batch in batches:
+        assert_valid_batch(batch, graph, centres, [fanout, fanout])
+    assert_drawn_as(drawn_subsets(batches, len(weights), hops=(1, 2)), successive_sampling(weights, fanout))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_weighted_draws_agree_with_bsp(device):
+    """fused and bsp draw the same sets with the same frequencies (a chi-square test of
+    homogeneity over the 20 possible sets of 3 of 6 neighbours), on a hub whose row spans several
+    of the kernel's tiles."""
+    weights = [float(w) for w in range(1, 7)] + [0.0] * 200  # 206 in-neighbours, 6 of them weighted
+    copies = 20
+    graph = weighted_fans(weights, copies)
+    centres = torch.arange(copies) * (len(weights) + 1)
+    in_kernel = build_sampler("fused", graph, [3], device=device, seed=0, weight_attr="w")
+    fused_batches = in_kernel.sample_many([centres] * 40)
+    bsp = build_sampler("bsp", graph, [3], seed=0, weight_attr="w")
+    bsp_batches = [bsp.sample(centres) for _ in range(40)]
+    counts = [drawn_subsets(b, 6) for b in (fused_batches, bsp_batches)]  # (no zero weight is drawn)
+    assert all(int(c.sum()) == 800 for c in counts)
+    table = torch.stack(counts)
+    table = table[:, table.sum(0) > 0]
+    assert stats.chi2_contingency(table.numpy()).pvalue > 1e-3, table
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_a_fanout_of_0_draws_nothing_at_that_hop(weight_attr, device):
+    """PyG's meaning of num_neighbors 0, in both kernels: no pick at that hop, the others as ever."""
+    graph = multigraph()
+    seeds = torch.tensor([0, 5, 9])
+    sampler = FusedSampler(graph, [0, 3, 0], device=device, seed=0, weight_attr=weight_attr)
+    batch = sampler.sample(seeds)
+    assert_valid_batch(batch, graph, seeds, [0, 3, 0])
+    assert [e.size(1) for e in batch.edge_index_per_hop] == [0, 9, 0] and fused_state_is_clean(sampler)
+
+
+@pytest.mark.parametrize("attributes, words", BAD_WEIGHTS)
+def test_bad_weight_attr(attributes, words):
+    graph = random_graph()
+    graph.edge_attrs.update(attributes(graph.num_edges))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with pytest.raises(ConveyorError, match=re.escape(words)):
+        build_sampler("fused", graph, [5], device=device, weight_attr="w")
 
 
 @pytest.mark.parametrize("seeds, words", BAD_SEEDS)
@@ -227,7 +345,7 @@ def test_bad_seeds(seeds, words):
 
 def test_bad_configuration():
     with pytest.raises(ConveyorError, match="fanouts"):
-        build_sampler("fused", random_graph(), [5, 0])
+        build_sampler("fused", random_graph(), [5, -3])  # (0 draws nothing, as PyG: #41)
     with pytest.raises(ConveyorError, match="at most 128"):  # Floyd tile: fanout 200 < degree 201
         build_sampler("fused", star_graph(300), [200])
     if not torch.cuda.is_available():
@@ -239,9 +357,12 @@ def test_bad_configuration():
 @pytest.mark.skipif(not torch.cuda.is_available() or fused.INTERPRETED, reason="needs CUDA and the compiled kernel")
 def test_the_variants_a_gpu_compiles_do_not_spill():
     """What the GPU's own compiler made of the kernel (tests/test_fused_compile.py checks sm_90
-    without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled."""
-    sampler = FusedSampler(power_law_graph(), [15, 10, 5], device="cuda", seed=0)
-    for count in (1, 4, 8):
+    without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled, for the
+    uniform kernel and the weighted one (weight_attr)."""
+    graph = power_law_graph()
+    graph.edge_attrs["w"] = torch.rand(graph.num_edges)
+    samplers = [FusedSampler(graph, [15, 10, 5], device="cuda", seed=0, weight_attr=w) for w in (None, "w")]
+    for sampler, count in itertools.product(samplers, (1, 4, 8)):
         compiled = sampler.compile(count)
         assert compiled["spilled_bytes"] == 0, compiled
         assert 0 < compiled["registers"] <= fused.MAX_REGISTERS and compiled["programs_per_sm"] >= 1, compiled

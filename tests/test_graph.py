@@ -108,8 +108,9 @@ def test_from_data_takes_split_ids_and_ogb_shaped_labels():
     graph = Graph.from_data(data)
     assert graph.y.tolist() == [0, 2, 1, -1] and graph.num_classes == 3
     assert graph.train_idx.tolist() == [2, 0] and graph.val_idx is None
-    assert graph.num_edges == 3  # the duplicate 2 -> 0 is dropped
-    assert graph.in_degree().tolist() == [1, 1, 1, 0]
+    assert graph.num_edges == 4  # the parallel 2 -> 0 edges both kept, as PyG trains on them
+    assert graph.in_degree().tolist() == [2, 1, 1, 0]
+    assert graph.edge_ids.tolist() == [2, 3, 0, 1]  # CSC position -> edge_index column
 
 
 def test_from_data_refuses_what_it_cannot_read():

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
+from conveyor.partition import Graph
 from conveyor.partition.datasets import load_configured
 from conveyor.trainer.loop.layerwise import layerwise_logits
 from conveyor.trainer.models.adapter import PerHopGNN
@@ -141,3 +142,74 @@ def test_evaluation_shows_its_progress_and_its_time(tmp_path, data_root, capsys)
     assert "eval:   0%" in err and "/2 [" in err  # a bar over cora's 2 batches, one per layer
     line = next(text for text in err.splitlines() if "epoch 1:" in text)
     assert re.search(r"\| [0-9.]+s \(sample .*\), eval [0-9.]+s$", line), line
+
+
+def cora_with_edge_features(cora):
+    """Cora with a positive weight and a 3-wide feature on every edge, in CSC order, and its edges
+    as they were drawn (edge_ids: CSC position -> column), as Graph.from_data makes them."""
+    g = torch.Generator().manual_seed(5)
+    weight, attr = torch.rand(cora.num_edges, generator=g) + 0.1, torch.randn(cora.num_edges, 3, generator=g)
+    return Graph(**{**cora.__dict__, "edge_attrs": {"edge_weight": weight, "edge_attr": attr}})
+
+
+@pytest.mark.parametrize("name", ["pyg_gcn", "gcn", "pyg_gat_edges"])
+def test_layerwise_is_exact_with_the_edge_features_the_model_takes(name, cora):
+    """A stock GCN weighs its edges by edge_weight (conveyor's GCN too), a GAT with edge_dim reads
+    edge_attr: layer-wise, with the whole graph's weighted degrees, gives the full-graph forward's
+    logits with the same edge features; a model given other features than it takes ignores them."""
+    graph = cora_with_edge_features(cora)
+    torch.manual_seed(0)
+    dims = (graph.x.size(1), graph.num_classes)
+    if name == "pyg_gat_edges":
+        model = PerHopGNN(GAT(dims[0], 32, 2, dims[1], edge_dim=3, heads=2)).eval()
+    else:
+        model = make_model(name, graph)
+    nodes = torch.cat([graph.val_idx, graph.test_idx])
+    layerwise = layerwise_logits(model, graph, nodes, 300, torch.device("cpu"))
+    edge_index, weight, attr = graph.edge_index(), graph.edge_attrs["edge_weight"], graph.edge_attrs["edge_attr"]
+    with torch.no_grad():
+        if name == "pyg_gcn":
+            full, plain = model.gnn(graph.x, edge_index, edge_weight=weight), model.gnn(graph.x, edge_index)
+        elif name == "gcn":
+            x = graph.x
+            for i, conv in enumerate(model.layers):
+                x = conv(x, edge_index, weight)
+                x = F.relu(x) if i < model.num_layers - 1 else x
+            full, plain = x, full_graph_forward(model, graph)
+        else:
+            full, plain = model.gnn(graph.x, edge_index, edge_attr=attr), model.gnn(graph.x, edge_index)
+    assert (full - plain)[nodes].abs().max() > 1e-2  # the edge features change the logits
+    torch.testing.assert_close(layerwise, full[nodes], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("pipeline", ["serial", "async"])
+def test_fit_trains_a_gcn_on_its_edge_weights(tmp_path, cora, pipeline):
+    """conveyor.fit on a PyG Data with edge_weight: the pipeline carries each batch's weights to the
+    stock GCN's layers in training, and its evaluation reads them too (lr ~0: the test accuracy is
+    the untrained weights' with the edge weights, not without)."""
+    from torch_geometric.data import Data
+
+    import conveyor
+    graph = cora_with_edge_features(cora)
+    test = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    test[graph.test_idx] = True
+    data = Data(x=graph.x, y=graph.y, edge_index=graph.edge_index(), edge_weight=graph.edge_attrs["edge_weight"],
+                train_mask=~test, test_mask=test)
+    torch.manual_seed(0)
+    model = GCN(graph.x.size(1), 16, 2, graph.num_classes, dropout=0.0)
+    weights = []
+    hook = model.convs[0].register_forward_pre_hook(  # how training calls the conv (trainer/models/gcn.py)
+        lambda conv, args, kwargs: weights.append(args[2] if len(args) > 2 else kwargs.get("edge_weight")),
+        with_kwargs=True)
+    result = conveyor.fit(data, model, fanouts=[5, 5], batch_size=512, epochs=1, lr=1e-12, seed=0,
+                          out_dir=tmp_path, overrides=[f"pipeline={pipeline}", "trainer.progress=false"])
+    hook.remove()
+    # 1708 training nodes: 4 batches, each with its edges' weights (before them, conveyor.load's
+    # check that the model rebuilds calls it once on a small graph of its own, without)
+    assert len(weights) == 5 and all(w is not None and w.numel() > 0 for w in weights[1:])
+    with torch.no_grad():
+        weighted, plain = (model(data.x, data.edge_index, edge_weight=w) for w in (data.edge_weight, None))
+    accuracy = {name: float((out[test].argmax(1) == data.y[test]).float().mean())
+                for name, out in (("weighted", weighted), ("plain", plain))}
+    assert accuracy["weighted"] != accuracy["plain"]
+    assert result.final["test_acc"] == pytest.approx(accuracy["weighted"], abs=1e-6)  # float32 mean

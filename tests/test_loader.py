@@ -4,10 +4,12 @@ serial pipelines give the same batches, and a PyG training loop trains each stoc
 as well over it as over PyG's own loader. Stopping it without leftovers: test_loader_shutdown.py."""
 import re
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 import torch_geometric.transforms as T
+import torch_geometric.typing
 from torch_geometric.datasets import Planetoid
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 
@@ -146,13 +148,14 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
 
 @pytest.mark.parametrize("keywords, words", [
     ({"replace": True}, "does not support PyG's replace=True: sampling with replacement"),
-    ({"num_workers": 4}, "num_workers=4: conveyor runs its own sampler and feature-loader processes"),
-    ({"transform": str}, "transform="),
+    ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
+    ({"transform": 5}, "transform must be callable"),
     ({"disjoint": True}, "disjoint=True"),
-    ({"subgraph_type": "induced"}, "subgraph_type='induced'"),
+    ({"subgraph_type": "sideways"}, "subgraph_type must be one of directional, bidirectional, induced"),
     ({"time_attr": "time"}, "temporal sampling"),
     ({"collate_fn": list}, "collate_fn="),
-    ({"persistent_workers": True}, "persistent_workers=True"),
+    ({"prefetch_factor": 0}, "prefetch_factor must be an integer >= 1"),
+    ({"sampler": torch.utils.data.SequentialSampler(range(3))}, "not a torch Sampler of indices"),
     ({"fanouts": [2]}, "the keyword 'fanouts', which neither it nor PyG's NeighborLoader takes"),
     ({"num_neighbors": {("a", "to", "b"): [2]}}, "a dict per edge type is for heterogeneous graphs"),
     ({"input_nodes": ("paper", None)}, "node types are for heterogeneous graphs"),
@@ -289,3 +292,143 @@ def test_the_trainer_draws_its_batches_through_the_loader(tmp_path, data_root):
                 assert torch.equal(prepared.batch.n_id, batch.n_id) and torch.equal(prepared.x, batch.x)
                 assert torch.equal(prepared.y.long(), batch.y[:batch.batch_size])
     run.source.close()
+
+
+# -- every attribute of a Data travels, as PyG's loader slices it -----------------------------------
+
+def attributed_data(num_nodes=60, num_edges=400, seed=0):
+    """A Data with parallel edges, integer 1-D x beyond float32's exact range, float y, a node
+    attribute, two edge attributes and a graph-level value."""
+    from torch_geometric.data import Data
+    g = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    edge_index[:, 1] = edge_index[:, 0]  # one parallel edge for sure
+    return Data(x=torch.arange(num_nodes) + 16777217, edge_index=edge_index, y=torch.rand(num_nodes, generator=g),
+                year=torch.randint(1990, 2024, (num_nodes,), generator=g),
+                edge_attr=torch.randn(num_edges, 4, generator=g), edge_weight=torch.rand(num_edges, generator=g),
+                name="toy")
+
+
+def edge_triples(batch) -> set:
+    """Each edge of a batch as (global source, global target, e_id), its attributes checked by e_id."""
+    ends = batch.n_id[batch.edge_index].t().tolist()
+    return {(s, t, e) for (s, t), e in zip(ends, batch.e_id.tolist())}
+
+
+@pytest.mark.parametrize("subgraph_type", ["directional", "bidirectional", "induced"])
+def test_every_attribute_travels_as_pygs_loader_slices_it(subgraph_type):
+    """With every neighbour sampled (nothing random), conveyor's batches equal PyG's own loader's
+    (torch_sparse) key for key: x and y in their dtypes, `year` by n_id, edge_attr and edge_weight
+    by e_id, each parallel edge its own, `name` as it is; on both pipelines. (PyG over torch_sparse
+    does not count the nodes and edges per hop; over pyg-lib it does, as conveyor.)"""
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    if not (torch_geometric.typing.WITH_TORCH_SPARSE or torch_geometric.typing.WITH_PYG_LIB):
+        pytest.skip("PyG's loader needs torch_sparse or pyg-lib")
+    data = attributed_data()
+    ours = {p: NeighborLoader(data, [-1, -1], batch_size=16, subgraph_type=subgraph_type, pipeline=p)
+            for p in ("serial", "async")}
+    theirs = PyGNeighborLoader(data, [-1, -1], batch_size=16, subgraph_type=subgraph_type)
+    for pyg, serial, piped in zip(theirs, *ours.values(), strict=True):
+        for batch in (serial, piped):
+            per_hop = {"num_sampled_nodes", "num_sampled_edges"}
+            assert set(batch.keys()) - per_hop == set(pyg.keys()) - per_hop
+            assert (per_hop <= set(batch.keys())) == (subgraph_type == "directional")
+            assert torch.equal(batch.input_id, pyg.input_id) and batch.batch_size == pyg.batch_size
+            seeds = slice(0, batch.batch_size)
+            assert torch.equal(batch.n_id[seeds], pyg.n_id[seeds])
+            assert set(batch.n_id.tolist()) == set(pyg.n_id.tolist())
+            assert batch.x.dtype == torch.long and torch.equal(batch.x, data.x[batch.n_id])  # 16777217 and up, exact
+            assert batch.y.dtype == torch.float32 and torch.equal(batch.y, data.y[batch.n_id])
+            assert torch.equal(batch.year, data.year[batch.n_id]) and batch.name == "toy"
+            assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+            assert torch.equal(batch.edge_weight, data.edge_weight[batch.e_id])
+            if subgraph_type != "bidirectional":
+                assert edge_triples(batch) == edge_triples(pyg)
+                assert torch.equal(data.edge_index[:, batch.e_id], batch.n_id[batch.edge_index])
+            else:  # each (source, target) once; its e_id one edge between the two, either way round (PyG's
+                # coalesce(reduce="any") picks which)
+                assert {t[:2] for t in edge_triples(batch)} == {t[:2] for t in edge_triples(pyg)}
+                assert batch.edge_index.size(1) == pyg.edge_index.size(1)
+                ends = batch.n_id[batch.edge_index]
+                drawn = data.edge_index[:, batch.e_id]
+                assert bool(((drawn == ends) | (drawn == ends.flip(0))).all(0).all())
+    for loader in ours.values():
+        loader.close()
+
+
+def test_parallel_edges_are_drawn_as_separate_edges():
+    """Two 1->0 edges: node 0 draws both (with fanout 2 every time), each with its own e_id."""
+    from torch_geometric.data import Data
+    data = Data(x=torch.randn(3, 2), edge_index=torch.tensor([[1, 1, 2], [0, 0, 1]]))
+    with NeighborLoader(data, [2], input_nodes=torch.tensor([0]), pipeline="serial") as loader:
+        batch = next(iter(loader))
+    assert batch.edge_index.size(1) == 2 and sorted(batch.e_id.tolist()) == [0, 1]
+
+
+def test_input_id_is_the_masks_node_ids_as_in_pyg():
+    data = attributed_data(num_nodes=6, num_edges=12)
+    mask = torch.tensor([False, True, True, True, False, True])
+    with NeighborLoader(data, [2], input_nodes=mask, batch_size=2, pipeline="serial") as loader:
+        assert [b.input_id.tolist() for b in loader] == [[1, 2], [3, 5]]
+    with NeighborLoader(data, [2], input_nodes=torch.tensor([5, 1, 3]), batch_size=2, pipeline="serial") as loader:
+        assert [b.input_id.tolist() for b in loader] == [[0, 1], [2]]  # ids: positions, as in PyG
+
+
+def test_a_memmap_x_no_x_and_a_1d_x_work(tmp_path):
+    from torch_geometric.data import Data
+    x = np.memmap(tmp_path / "x.npy", dtype=np.float32, mode="w+", shape=(30, 5))
+    x[:] = np.arange(150, dtype=np.float32).reshape(30, 5)
+    edge_index = torch.randint(0, 30, (2, 90), generator=torch.Generator().manual_seed(1))
+    for data in (Data(x=x, edge_index=edge_index), Data(edge_index=edge_index, num_nodes=30),
+                 Data(x=torch.arange(30.0), edge_index=edge_index)):
+        with NeighborLoader(data, [3], batch_size=8, pipeline="serial") as loader:
+            batch = next(iter(loader))
+        if data.x is None:
+            assert "x" not in batch and batch.n_id[:8].tolist() == list(range(8))
+        else:
+            assert isinstance(batch.x, torch.Tensor) and torch.equal(batch.x, torch.as_tensor(np.asarray(x))[batch.n_id]
+                                                                     if batch.x.dim() == 2 else batch.n_id.float())
+
+
+def test_list_nested_iteration_and_call_keep_every_batch_valid():
+    """PyG's batches are independent objects: list(loader) keeps all of them (here 8 batches of an
+    async pipeline with 2 + 2 slots), a nested loop over the same loader runs, and loader(index)
+    gives one batch, all with the serial pipeline's contents."""
+    data = attributed_data(num_nodes=200, num_edges=1500)
+    kwargs = dict(num_neighbors=[3, 2], batch_size=25, shuffle=True, seed=4)
+    with NeighborLoader(data, pipeline="serial", **kwargs) as serial:
+        expected = [b.clone() for b in serial]
+        expected_second = [b.clone() for b in serial]
+    with NeighborLoader(data, pipeline="async", depth=1, **kwargs) as loader:
+        kept = list(loader)
+        outer = []
+        for batch in loader:
+            outer.append(batch)
+            inner = [b.n_id for b in loader]  # epoch 3, in this process
+            assert len(inner) == 8
+        one = loader([3, 1])
+    for got, want in zip(kept, expected, strict=True):
+        assert torch.equal(got.n_id, want.n_id) and torch.equal(got.edge_attr, want.edge_attr)
+    for got, want in zip(outer, expected_second, strict=True):
+        assert torch.equal(got.n_id, want.n_id) and torch.equal(got.x, want.x)
+    assert one.batch_size == 2 and one.input_id.tolist() == [3, 1]
+
+
+def test_pygs_worker_keywords_map_to_the_pipeline_and_transform_runs():
+    data = attributed_data()
+    with NeighborLoader(data, [2], batch_size=30, num_workers=0) as serial:
+        assert serial.parts.settings.name == "serial"
+    with NeighborLoader(data, [2], batch_size=30, num_workers=3, persistent_workers=True, pin_memory=True,
+                        prefetch_factor=2, filter_per_worker=True, transform=lambda b: b.update({"seen": 1}) or b,
+                        pipeline="serial") as loader:
+        assert loader.parts.settings.depth == 2 and all(b.seen == 1 for b in loader)
+    assert str(loader) == "NeighborLoader()" and len(loader.dataset) == 60
+
+
+def test_a_key_set_on_loader_data_before_the_first_batch_is_in_the_batches():
+    """PyG's examples set `subgraph_loader.data.n_id = torch.arange(num_nodes)` after building it."""
+    data = attributed_data()
+    with NeighborLoader(data.clone(), [2], batch_size=30, pipeline="serial") as loader:
+        loader.data.tag = torch.arange(60) * 2
+        batch = next(iter(loader))
+    assert torch.equal(batch.tag, batch.n_id * 2)

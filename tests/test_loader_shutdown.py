@@ -147,17 +147,48 @@ def test_ctrl_c_stops_the_loop_and_the_processes(tmp_path):
     assert_nothing_left(state["pids"], state["shm"])
 
 
-def test_a_script_without_the_main_guard_stops_at_once_naming_the_fix(tmp_path):
-    proc = run_script(tmp_path, """
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_an_unguarded_script_runs_as_written(tmp_path, how):
+    """As a PyG script runs: no `if __name__ == "__main__":` guard, from a file or from stdin. The
+    stage processes start without running the script again (pipeline/guard.py), so its top-level
+    code runs once."""
+    body = textwrap.dedent("""
     from conveyor import NeighborLoader
     from tests.helpers import feature_graph
 
+    print("script runs", flush=True)
     loader = NeighborLoader(feature_graph(), num_neighbors=[3, 3], batch_size=16)
+    print("batches", sum(1 for batch in loader))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if how == "file":
+        (tmp_path / "user_script.py").write_text(body)
+        done = subprocess.run([sys.executable, "user_script.py"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+    else:
+        done = subprocess.run([sys.executable, "-"], input=body, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["script", "runs", "batches", "38"]
+
+
+def test_a_scripts_own_class_needs_the_main_guard_named_with_the_fix(tmp_path):
+    """A feature source of a class the script defines reaches the stage only by running the
+    script again there: unguarded, that is refused before any process starts."""
+    proc = run_script(tmp_path, """
+    from conveyor import NeighborLoader
+    from tests.helpers import DoubledFeatures, feature_graph
+
+    class MyFeatures(DoubledFeatures):
+        pass
+
+    graph = feature_graph()
+    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, cache=MyFeatures(graph.x))
     for batch in loader:
         pass
     """)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
-    assert "runs your script" in err and "line 5 starts it from the script's top level" in err, err[-3000:]
+    assert "runs your script" in err and "line 9 starts it from the script's top level" in err, err[-3000:]
     assert 'if __name__ == "__main__": main()' in err and "pipeline='serial'" in err
     assert "sampler stage" not in err  # refused before any process was spawned

@@ -195,8 +195,7 @@ def test_layerwise_phases_take_every_in_neighbour_alike_in_both_sources(pipeline
 def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     """n_id and the edges are copied once, into the sampler's slot, and passed on; x and y are
     gathered straight into the loader's: the bytes written per batch are the bytes it holds
-    (12 float32 features a node, int64 ids, edges and the edges' positions, int16 labels). Before:
-    n_id and the edges twice."""
+    (12 float32 features a node, int64 ids and edges, int16 labels). Before: n_id and the edges twice."""
     graph, source, serial = pipeline
     seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=7)[:4]
     before = dict(source.monitor.totals)
@@ -204,7 +203,7 @@ def test_each_byte_of_a_batch_is_written_once_into_the_slots(pipeline):
     for a, s in zip(source.run(seeds, 11), serial.run(seeds, 11), strict=True):
         n, seeds_in_batch = s.batch.n_id.numel(), s.y.numel()
         edges = s.batch.num_sampled_edges
-        held = 8 * n + 3 * 8 * edges + 4 * 12 * n + 2 * seeds_in_batch
+        held = 8 * n + 2 * 8 * edges + 4 * 12 * n + 2 * seeds_in_batch
         assert a.cost.slot_bytes == held, (a.cost.slot_bytes, held)
         expected.append(held)
     assert source.monitor.totals["slot_bytes"] - before["slot_bytes"] == sum(expected)

@@ -7,9 +7,9 @@ import torch
 from conveyor.core.errors import ConveyorError
 
 
-def resolve_device(name) -> torch.device:
+def resolve_device(name, key: str = "run.device") -> torch.device:
     """`name` (a string or torch.device) as a torch.device: `auto` (or None) is CUDA if torch
-    sees a GPU, else the CPU."""
+    sees a GPU, else the CPU. `key`: what the caller calls it in messages (`device` in Python)."""
     if name is None or str(name) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -17,13 +17,13 @@ def resolve_device(name) -> torch.device:
     except (RuntimeError, TypeError):
         device = None
     if device is None or device.type not in ("cpu", "cuda"):
-        raise ConveyorError(f"run.device must be auto, cpu, cuda or cuda:N, got {str(name)!r}.")
+        raise ConveyorError(f"{key} must be auto, cpu, cuda or cuda:N, got {str(name)!r}.")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConveyorError(f"run.device={device} but no CUDA device is visible; use run.device=cpu "
+        raise ConveyorError(f"{key}={device} but no CUDA device is visible; use {key}=cpu "
                             f"(or auto), or check CUDA_VISIBLE_DEVICES and the driver.")
     count = torch.cuda.device_count() if device.type == "cuda" else 0
     if device.type == "cuda" and (device.index or 0) >= count:
-        raise ConveyorError(f"run.device={device} but this machine shows {count} CUDA device(s), "
+        raise ConveyorError(f"{key}={device} but this machine shows {count} CUDA device(s), "
                             f"cuda:0 to cuda:{count - 1}; pick one of them (or check CUDA_VISIBLE_DEVICES).")
     return device
 

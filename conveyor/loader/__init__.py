@@ -1,11 +1,13 @@
 """`conveyor.NeighborLoader`: the pipeline as a drop-in for PyG's `NeighborLoader` (homogeneous,
-node-level), and the batch source the trainer draws from. Imports the stages below it and PyG's
-`Data`; the trainer imports it.
+node-level), and `PipelineLoader`, the batch source the trainer draws from. Imports the stages
+below it and PyG's `Data`; the trainer imports it.
 
-    neighbor_loader.py  the loader: keywords, epochs, the pipeline started once, closing
-    inputs.py           its arguments made into the pipeline's (graph, seeds, sampler, cache)
-    keywords.py         PyG's keywords it does not support, refused by name
-    to_pyg.py           a prepared batch as PyG's Data (edge_index hop by hop, trim_to_layer's counts)
+    pipeline_loader.py  PipelineLoader: one batch source over a graph, iterated along a seed plan
+    neighbor_loader.py  NeighborLoader: PyG's keywords and batches over a PipelineLoader
+    pyg_input.py        the user's Data (or stores) as the pipeline's graph, and how batches rebuild it
+    inputs.py           the other arguments made into the pipeline's (seeds, sampler, cache, options)
+    keywords.py         PyG's keywords it honours, and those it refuses by name
+    to_pyg.py           a prepared batch as PyG's Data
 """
 from conveyor.core.names import require_own_name
 from conveyor.loader.neighbor_loader import NeighborLoader

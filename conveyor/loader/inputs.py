@@ -1,7 +1,10 @@
-"""The NeighborLoader's arguments made into what the pipeline takes: the graph, the seed nodes,
-the sampler and feature source (or their specs), the pipeline's settings. Each bad argument is one
-ConveyorError naming the fix, raised before anything starts."""
+"""The NeighborLoader's arguments made into what the pipeline takes: the seed nodes, the sampler
+and feature source (or their specs), the pipeline's settings and the keywords of PyG's it honours.
+Each bad argument is one ConveyorError naming the fix, raised before anything starts."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -12,59 +15,92 @@ from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings
 from conveyor.samplers import SamplerSpec, resolve_sampler_name
 from conveyor.samplers.settings import SAMPLERS
+from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.validation import check_fanouts, check_seeds
 
-
-def as_graph(data) -> Graph:
-    """A conveyor.Graph, or a homogeneous PyG Data made into one (features required)."""
-    if not isinstance(data, Graph):
-        if isinstance(data, (tuple, list)) or type(data).__name__ == "HeteroData":
-            raise ConveyorError(
-                f"conveyor.NeighborLoader takes a homogeneous graph (a PyG Data or a conveyor.Graph), "
-                f"got a {type(data).__name__}; heterogeneous data and (FeatureStore, GraphStore) pairs "
-                f"are not supported: use torch_geometric.loader.NeighborLoader for them, or "
-                f"data.to_homogeneous() first.")
-        data = Graph.from_data(data)
-    if data.x is None:
-        raise ConveyorError("conveyor.NeighborLoader needs node features (data.x): its batches carry "
-                            "x of every sampled node; give the graph an x.")
-    return data
+DEFAULT_DEPTH = 4
 
 
-def input_node_ids(input_nodes, graph: Graph) -> Tensor:
-    """PyG's input_nodes as node ids: None (every node), a boolean mask over the nodes, or ids."""
+@dataclass(frozen=True)
+class Options:
+    """PyG's keywords as conveyor honours them (keywords.py's TAKEN)."""
+    pipeline: str
+    depth: int
+    subgraph_type: str = "directional"
+    weight_attr: Optional[str] = None
+    transform: Optional[Callable] = None
+
+
+def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
+    """conveyor's pipeline and depth (given, or from PyG's num_workers and prefetch_factor), and the
+    rest of PyG's keywords it honours, checked."""
+    workers = taken.get("num_workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ConveyorError(f"num_workers must be an integer >= 0, got {workers!r}.")
+    prefetch = taken.get("prefetch_factor")
+    if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1):
+        raise ConveyorError(f"prefetch_factor must be an integer >= 1 or None, got {prefetch!r}.")
+    kind = getattr(taken.get("subgraph_type", "directional"), "value", taken.get("subgraph_type", "directional"))
+    kind = "induced" if taken.get("directed", True) is False else kind
+    if kind not in SUBGRAPH_TYPES:
+        raise ConveyorError(f"subgraph_type must be one of {', '.join(SUBGRAPH_TYPES)}, got {kind!r}.")
+    transform = taken.get("transform")
+    if transform is not None and not callable(transform):
+        raise ConveyorError(f"transform must be callable (a batch in, a batch out), got {transform!r}.")
+    weight_attr = taken.get("weight_attr")
+    if weight_attr is not None and not isinstance(weight_attr, str):
+        raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
+    return Options(pipeline or ("serial" if workers == 0 else "async"), depth or prefetch or DEFAULT_DEPTH, kind,
+                   weight_attr, transform)
+
+
+def input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool]:
+    """PyG's input_nodes as node ids (None: every node; a boolean mask; ids), and whether they came
+    as a mask (PyG's input_id is then the node ids, else positions)."""
     if input_nodes is None:
-        return torch.arange(graph.num_nodes)
+        return torch.arange(graph.num_nodes), False
     if isinstance(input_nodes, (str, tuple)):
         raise ConveyorError(f"conveyor.NeighborLoader takes input_nodes as node ids, a boolean mask or "
                             f"None, got {input_nodes!r}: node types are for heterogeneous graphs, which "
                             f"it does not support.")
-    ids = torch.as_tensor(input_nodes)
+    ids = torch.as_tensor(input_nodes) if not isinstance(input_nodes, range) else torch.tensor(input_nodes)
     if ids.dtype == torch.bool:
         if ids.shape != (graph.num_nodes,):
             raise ConveyorError(f"input_nodes as a boolean mask must have one entry per node "
                                 f"({graph.num_nodes}), got shape {tuple(ids.shape)}.")
-        ids = ids.nonzero().view(-1)
-    return check_seeds(ids.cpu(), graph.num_nodes)
+        return ids.nonzero().view(-1), True
+    return check_seeds(ids.cpu(), graph.num_nodes), False
 
 
-def sampler_of(sampler, num_neighbors, seed: int, device):
-    """A sampler option by name as a spec the stage process builds, or the user's own object."""
+def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
+    """A sampler option by name as a spec the stage process builds, or the user's own object, made
+    to give PyG's subgraph type."""
     if isinstance(num_neighbors, dict):
         raise ConveyorError("conveyor.NeighborLoader takes num_neighbors as one list (hop 1 first, -1 "
                             "for every neighbour); a dict per edge type is for heterogeneous graphs, "
                             "which it does not support.")
-    fanouts = check_fanouts(num_neighbors)
-    if not isinstance(sampler, str):
-        return sampler  # a sampler (sample(seeds)) or a spec (build(graph, device)), used as given
-    if sampler not in (*SAMPLERS, "auto"):
-        raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, {', '.join(SAMPLERS)}, "
-                            f"or a sampler object, got {sampler!r}.")
-    return SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True)  # PyG's draws
+    fanouts = check_fanouts(num_neighbors, "num_neighbors")
+    if isinstance(sampler, torch.utils.data.Sampler):
+        raise ConveyorError("conveyor.NeighborLoader's sampler= is the neighbour sampler (auto, bsp, fused, "
+                            "pyg, or your own), not a torch Sampler of indices: batches are cut from "
+                            "input_nodes by batch_size, shuffle and drop_last.")
+    if isinstance(sampler, str):
+        if sampler not in (*SAMPLERS, "auto"):
+            raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, "
+                                f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
+        sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
+                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
+    elif options.weight_attr is not None:
+        raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
+                            "draws as it likes: weigh its draws itself, or leave weight_attr out.")
+    return sampler if options.subgraph_type == "directional" else SubgraphSpec(sampler, options.subgraph_type)
 
 
-def features_of(cache, seed: int):
-    """A cache policy by name or CacheSettings as a spec, or the user's own feature source."""
+def features_of(cache, seed: int, graph: Graph):
+    """A cache policy by name or CacheSettings as a spec, or the user's own feature source; None
+    when the graph has no 2-D x (a 1-D x travels as a node attribute, as every other one)."""
+    if graph.x is None and isinstance(cache, (str, CacheSettings)):
+        return None
     if isinstance(cache, str):
         cache = CacheSettings(policy=cache)
     return CacheSpec(cache, seed) if isinstance(cache, CacheSettings) else cache

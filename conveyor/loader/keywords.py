@@ -1,71 +1,80 @@
-"""PyG's keywords that conveyor's `NeighborLoader` does not support, each refused by name.
+"""PyG's keywords beyond the ones `conveyor.NeighborLoader` names, each taken with a meaning
+conveyor honours or refused by name.
 
-PyG's `NeighborLoader` passes its keywords on to `NodeLoader` and torch's `DataLoader`. A keyword
-given at PyG's default changes nothing, so it is accepted (a loop written for PyG may spell out
-`replace=False` or `num_workers=0`); any other value is refused with the reason and the fix, never
-ignored: a loader that silently sampled with replacement, or dropped a transform, would train
-something else than the user wrote.
+PyG's `NeighborLoader` passes its keywords on to `NodeLoader` and torch's `DataLoader`. Those that
+conveyor can honour are taken (`TAKEN`: what each means here); a keyword given at PyG's default
+changes nothing, so it is accepted too (a loop written for PyG may spell out `replace=False`); any
+other value is refused with the reason and the fix, never ignored: a loader that silently sampled
+with replacement, or dropped a sampler-output transform, would train something else than the user
+wrote.
 """
 from __future__ import annotations
 
 from conveyor.core import ConveyorError
 
-WORKERS = ("conveyor runs its own sampler and feature-loader processes (pipeline='async'); drop it, or "
-           "use pipeline='serial' to sample in this process")
 PER_BATCH = "apply it to each batch in your loop instead"
-SAMPLING = "conveyor draws distinct in-neighbours, uniformly, hop by hop, as PyG's defaults do"
+WORKERS = "conveyor runs its own sampler and feature-loader processes: set how far ahead they work with depth="
 
+# keyword: what conveyor does with it (README: "The PyG door")
+TAKEN = {
+    "subgraph_type": "directional (PyG's default), bidirectional or induced, as PyG makes them",
+    "directed": "False is PyG's old spelling of subgraph_type='induced'",
+    "weight_attr": "neighbours drawn with probability proportional to that edge attribute",
+    "num_workers": "0 samples in this process (pipeline='serial'); more runs the sampler and the feature "
+                   "loader in their own processes (pipeline='async')",
+    "persistent_workers": "conveyor's stage processes always live as long as the loader",
+    "filter_per_worker": "batches are always assembled in conveyor's loader process (async) or in this one",
+    "pin_memory": "batches arrive on device= already (on CUDA through pinned staging buffers)",
+    "pin_memory_device": "batches arrive on device=",
+    "prefetch_factor": "how many batches each stage may prepare ahead (depth=)",
+    "transform": "called on each batch before it is yielded",
+    "is_sorted": "conveyor sorts the graph itself (it keeps it in CSC form)",
+    "in_order": "batches always come in order",
+}
 # keyword: (PyG's default, why conveyor refuses another value and what to do instead)
 UNSUPPORTED = {
     "input_time": (None, "temporal sampling is not supported"),
     "time_attr": (None, "temporal sampling is not supported"),
     "temporal_strategy": ("uniform", "temporal sampling is not supported"),
-    "replace": (False, f"sampling with replacement is not supported: {SAMPLING}"),
-    "subgraph_type": ("directional", f"only PyG's default 'directional' subgraphs are made: {SAMPLING}"),
+    "replace": (False, "sampling with replacement is not supported: conveyor draws distinct in-edges"),
     "disjoint": (False, "disjoint subgraphs per seed are not supported"),
-    "directed": (True, "only directed (PyG's default 'directional') subgraphs are made"),
-    "weight_attr": (None, f"weighted sampling is not supported: {SAMPLING}"),
-    "is_sorted": (False, "conveyor sorts the graph itself (it keeps it in CSC form)"),
     "neighbor_sampler": (None, "pass your own sampler as sampler= (README: 'Your own sampler or feature source')"),
     "node_sampler": (None, "pass your own sampler as sampler= (README: 'Your own sampler or feature source')"),
-    "transform": (None, f"a transform is not run by the loader; {PER_BATCH}"),
     "transform_sampler_output": (None, f"a sampler-output transform is not run; {PER_BATCH}"),
-    "filter_per_worker": (None, WORKERS),
-    "custom_cls": (None, "heterogeneous data is not supported"),
+    "custom_cls": (None, "heterogeneous stores are not supported"),
     "input_id": (None, "input_id is derived from input_nodes, as PyG's NeighborLoader does"),
-    "num_workers": (0, WORKERS),
-    "persistent_workers": (False, WORKERS),
-    "prefetch_factor": (None, f"{WORKERS}; depth= sets how many batches each stage may prepare ahead"),
     "worker_init_fn": (None, WORKERS),
     "multiprocessing_context": (None, WORKERS),
     "timeout": (0, f"{WORKERS}; a stalled stage stops after PipelineSettings.stall_timeout_s"),
-    "pin_memory": (False, "batches arrive on device= already (the features through the cache)"),
-    "pin_memory_device": ("", "batches arrive on device= already (the features through the cache)"),
     "collate_fn": (None, f"every batch is a PyG Data made by conveyor; {PER_BATCH}"),
     "batch_sampler": (None, "batches are cut from input_nodes by batch_size, shuffle and drop_last"),
+    "sampler": (None, "batches are cut from input_nodes by batch_size, shuffle and drop_last"),
     "generator": (None, "the order comes from seed= (each epoch reshuffled from it)"),
-    "in_order": (True, "batches always come in order"),
 }
+OWN = ("data, num_neighbors, input_nodes, batch_size, shuffle, drop_last, the keywords of PyG's NodeLoader and "
+       "DataLoader it honours (" + ", ".join(TAKEN) + "), and its own pipeline, sampler, cache, device, seed, depth")
 
 
-def check_keywords(keywords: dict) -> None:
-    """Refuse, in one paragraph, the first keyword that is not PyG's default or not PyG's at all."""
+def check_keywords(keywords: dict) -> dict:
+    """The keywords conveyor honours (`TAKEN`), after refusing, in one paragraph, the first one
+    that is neither honoured, nor at PyG's default, nor PyG's at all."""
     for name, value in keywords.items():
+        if name in TAKEN:
+            continue
         if name not in UNSUPPORTED:
-            raise ConveyorError(
-                f"conveyor.NeighborLoader got the keyword {name!r}, which neither it nor PyG's "
-                f"NeighborLoader takes; its keywords are PyG's data, num_neighbors, input_nodes, "
-                f"batch_size, shuffle, drop_last, and its own pipeline, sampler, cache, device, seed, depth.")
+            raise ConveyorError(f"conveyor.NeighborLoader got the keyword {name!r}, which neither it nor PyG's "
+                                f"NeighborLoader takes; its keywords are {OWN}.")
         default, why = UNSUPPORTED[name]
         if not _same(value, default):
             raise ConveyorError(
                 f"conveyor.NeighborLoader does not support PyG's {name}={value!r}: {why}. Leave "
                 f"{name} out (or at PyG's default, {default!r}); to keep it, use "
                 f"torch_geometric.loader.NeighborLoader for this loop.")
+    return {name: value for name, value in keywords.items() if name in TAKEN}
 
 
 def _same(value, default) -> bool:
-    """Whether `value` is PyG's default (an enum by its value: SubgraphType.directional)."""
+    """Whether `value` is PyG's default (an enum by its value)."""
     if default is None or isinstance(default, bool):
         return value is default
     value = getattr(value, "value", value)

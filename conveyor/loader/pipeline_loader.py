@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Iterator, List
 
 import torch
@@ -16,8 +16,8 @@ from torch import Tensor
 from conveyor.cache import FeatureRecipe, FeatureSource
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
+from conveyor.partition.attributes import AttributeSpec, AttributeStore
 from conveyor.pipeline import PipelineSettings, PreparedBatch, batch_source
-from conveyor.pipeline.batch import device_labels
 from conveyor.pipeline.seeds import SeedPlan
 from conveyor.samplers import Sampler, SamplerRecipe
 
@@ -31,6 +31,7 @@ class LoaderParts:
     settings: PipelineSettings
     batch_ratio: float = 1.0  # the largest batch run() will be given over a training batch, in seeds
     recorder: Any = None  # anything with scalar(tag, value, step): the async pipeline's TensorBoard series
+    attributes: AttributeStore | AttributeSpec | None = None  # the graph's other attributes a batch carries
 
 
 class PipelineLoader:
@@ -41,10 +42,7 @@ class PipelineLoader:
     Close it with `close()` or a `with` block; garbage collection and interpreter exit close it too."""
 
     def __init__(self, graph: Graph, parts: LoaderParts, plan: SeedPlan):
-        self.labelled = graph.y is not None
-        self.graph = graph if self.labelled else replace(graph, y=torch.full((graph.num_nodes,), -1))
-        self.parts, self.plan, self.device = parts, plan, parts.device
-        self._labels = None
+        self.graph, self.parts, self.plan, self.device = graph, parts, plan, parts.device
         self._state = {"source": None, "closed": False}  # shared with the finalizer, which must not hold self
         self._finalizer = weakref.finalize(self, _close, self._state)
 
@@ -56,7 +54,7 @@ class PipelineLoader:
         if self._state["source"] is None:
             p = self.parts
             self._state["source"] = batch_source(self.graph, p.sampler, p.features, p.device, p.settings,
-                                                 p.batch_ratio, p.recorder)
+                                                 p.batch_ratio, p.recorder, p.attributes)
         return self._state["source"]
 
     def start(self) -> PipelineLoader:
@@ -75,12 +73,6 @@ class PipelineLoader:
         """The pipeline's `PreparedBatch`es of `seed_batches`, drawn with `sampler_seed`; `phase` as
         `pipeline.batch_source`'s run() takes it (train, eval, layerwise, layerwise-hidden)."""
         return self.source.run(seed_batches, sampler_seed, phase)
-
-    def labels(self):
-        """Every node's label on the device, kept narrow (widened per batch), or None."""
-        if self._labels is None and self.labelled:
-            self._labels = device_labels(self.graph.y, self.device)
-        return self._labels
 
     def __len__(self) -> int:
         return len(self.plan)

@@ -110,6 +110,9 @@ class Graph:
         src, dst = edge_index
         key = dst * max(num_nodes, 1) + src  # sort by destination, then source
         if dedup:
+            if attrs.get("edge_attrs"):
+                raise ConveyorError("Graph.from_edge_index(dedup=True) merges repeated edges, so edge_attrs "
+                                    "would not line up with them; pass dedup=False to keep every edge with its own.")
             key, order = torch.unique(key), None
         else:
             key, order = torch.sort(key, stable=True)
@@ -121,12 +124,14 @@ class Graph:
         return cls(indptr=indptr, indices=src.to(torch.int32 if small else torch.long), edge_ids=order, **attrs)
 
     @classmethod
-    def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None) -> "Graph":
+    def from_data(cls, data, name: str = "graph", num_classes: Optional[int] = None, dedup: bool = False) -> "Graph":
         """A Graph from a PyG `Data`: `edge_index`, and where present `x`, `y` and the splits as
         boolean masks (`train_mask`, `val_mask`, `test_mask`, as Planetoid has them) or node ids
         (`train_idx`, ...). `num_classes` defaults to `y.max() + 1` (class ids, int64; OGB's [N, 1]
         flattened) or C (float [N, C] multi-label targets, kept as they are; float class ids are
-        kept too, for conveyor.fit to refuse). Duplicate edges are dropped."""
+        kept too, for conveyor.fit to refuse). Every edge is kept, parallel ones too, with every
+        edge-level tensor (`edge_weight`, `edge_attr`, ...) in `edge_attrs`, as PyG trains on them;
+        `dedup` (a dataset's graph) merges parallel edges and keeps no edge attribute instead."""
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             raise ConveyorError(
@@ -141,8 +146,11 @@ class Graph:
             y = y.reshape(-1).long() if y.dim() == 2 and y.size(1) == 1 else y.long()  # OGB: [N, 1]
             num_classes = int(y.max()) + 1 if num_classes is None and y.numel() and y.dim() == 1 else num_classes
         splits = {f"{split}_idx": _split_ids(data, split, num_nodes) for split in SPLIT_NAMES}
-        graph = cls.from_edge_index(edge_index, num_nodes, x=None if x is None else x.float(), y=y,
-                                    num_classes=num_classes, name=name, **splits)
+        edges = {key: torch.as_tensor(value) for key, value in data.items()
+                 if key != "edge_index" and isinstance(value, Tensor) and data.is_edge_attr(key) and not dedup}
+        x = None if x is None else torch.as_tensor(x).float()
+        graph = cls.from_edge_index(edge_index, num_nodes, dedup=dedup, x=x, y=y, num_classes=num_classes,
+                                    name=name, edge_attrs=edges, **splits)
         return graph.validate()
 
     def to_data(self):

@@ -45,6 +45,7 @@ from conveyor.cache.protocol import FeatureRecipe, FeatureSource
 from conveyor.core import ConveyorError
 from conveyor.core.names import require_own_name
 from conveyor.partition import Graph
+from conveyor.partition.attributes import AttributeStore
 from conveyor.pipeline.batch import BatchCost, PreparedBatch
 from conveyor.pipeline.serial import SerialBatches
 from conveyor.pipeline.settings import PipelineSettings
@@ -57,31 +58,39 @@ log = logging.getLogger("conveyor")
 
 
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None, batch_size=None):
+                 recorder=None, attributes=None, batch_size=None):
     """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
-    (sampler and loader processes). `batch_ratio`: the largest batch `run()` will be given over the
-    training batch, in seeds (room an auto cache leaves free); `recorder`: where the async
-    pipeline's TensorBoard scalars go (`scalar(tag, value, step)`), or None; `batch_size`: seeds
-    of a training batch, if known, so that /dev/shm's room for the async pipeline's slots is
-    checked before its processes start (else before the first run: pipeline/shm.py)."""
-    check_parts(sampler, features)
+    (sampler and loader processes). `features`: a feature source, its spec, or None (batches
+    without x); `batch_ratio`: the largest batch `run()` will be given over the training batch, in
+    seeds (room an auto cache leaves free); `recorder`: where the async pipeline's TensorBoard
+    scalars go (`scalar(tag, value, step)`), or None; `attributes`: the graph's other attributes
+    each batch carries (partition.attributes: an AttributeStore or its AttributeSpec), or None;
+    `batch_size`: seeds of a training batch, if known, so that the room the async pipeline's slots
+    take (in /dev/shm and in memory) is checked before its processes start, else before the first
+    run (pipeline/room.py)."""
+    check_parts(sampler, features, attributes)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
     log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
     settings = dataclasses.replace(settings, sampler_threads=threads)  # chosen once: a restart keeps it
     if settings.name == "async":
-        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, batch_size)
-    return SerialBatches(graph, sampler, features, device, batch_ratio, sampling_threads=threads)
+        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, attributes, batch_size)
+    return SerialBatches(graph, sampler, features, device, batch_ratio, sampling_threads=threads,
+                         attributes=attributes)
 
 
-def check_parts(sampler, features) -> None:
+def check_parts(sampler, features, attributes=None) -> None:
     """Refuse, before any process starts, a sampler or feature source the pipeline could not use
     (samplers/protocol.py, cache/protocol.py: what any class of the user's must have)."""
     if not isinstance(sampler, (Sampler, SamplerRecipe)):
         raise ConveyorError(f"the sampler given, a {type(sampler).__name__}, has neither sample(seeds) -> "
                             f"SampledBatch nor build(graph, device) -> sampler; give a sampler name (bsp, fused, "
                             f"pyg) or an object with one of those methods (docs/design.md §2.6).")
-    if not isinstance(features, (FeatureSource, FeatureRecipe)):
+    if attributes is not None and not isinstance(attributes, AttributeStore) and not hasattr(attributes, "build"):
+        raise ConveyorError(f"the attributes given, a {type(attributes).__name__}, have neither fields() and "
+                            f"gather(name, index, out) nor build(graph, device); give a partition.attributes."
+                            f"AttributeSpec or such an object.")
+    if features is not None and not isinstance(features, (FeatureSource, FeatureRecipe)):
         need = ", ".join(n for n in ("gather", "stats", "feature_dim", "dtype") if not hasattr(features, n))
         raise ConveyorError(f"the feature source given, a {type(features).__name__}, lacks {need} (a feature "
                             f"source has gather(n_id, out=None), stats(), feature_dim and dtype) and has no "

@@ -6,12 +6,14 @@ its nodes, the labels of its seeds, and one cost record that each stage adds its
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import List, Optional
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
+from conveyor.core import ConveyorError
+from conveyor.partition.attributes import EDGE, NODE
 from conveyor.samplers import SampledBatch
 
 # Batches trained before an `auto` cache is sized: by then the training's peak memory is known.
@@ -41,9 +43,44 @@ class BatchCost:
 @dataclass
 class PreparedBatch:
     batch: SampledBatch  # on the training device
-    x: Tensor  # features of batch.n_id, in the cache's dtype
-    y: Tensor  # labels of the seeds: class ids narrow (device_labels), or float [seeds, C] targets
+    x: Optional[Tensor]  # features of batch.n_id, in the cache's dtype (None: no feature source)
+    y: Optional[Tensor]  # labels of the seeds: class ids narrow (device_labels), float [seeds, C] targets, or None
     cost: BatchCost
+    node_attrs: Dict[str, Tensor] = field(default_factory=dict)  # the attributes the batch carries, by n_id
+    edge_attrs: Dict[str, Tensor] = field(default_factory=dict)  # by the edges of every hop, hop 1's first
+
+    @classmethod
+    def of(cls, batch: SampledBatch, x, y, cost: BatchCost, attrs: Dict[str, Tensor]) -> "PreparedBatch":
+        """The batch with the attributes `attrs` holds by their slot names (node.<name>, edge.<name>)."""
+        split = {kind: {k[len(kind) + 1:]: v for k, v in attrs.items() if k.startswith(kind + ".")}
+                 for kind in (NODE, EDGE)}
+        return cls(batch, x, y, cost, split[NODE], split[EDGE])
+
+    @classmethod
+    def from_views(cls, views: Dict[str, Tensor], counts: List[int], cost: BatchCost) -> "PreparedBatch":
+        """The batch whose tensors `views` holds by their slot names (x, y, node.<name>, edge.<name>)."""
+        return cls.of(SampledBatch.from_tensors(views, counts), views.get("x"), views.get("y"), cost, views)
+
+
+def gather_attributes(store, batch: SampledBatch, new: Callable) -> Dict[str, Tensor]:
+    """Every attribute of `store` (partition.attributes.AttributeStore) for `batch`, each gathered
+    into `new(name, shape, dtype)`, by `kind.name` (node.year, edge.e_id). Edge attributes follow the
+    edges of every hop, hop 1's first."""
+    out, positions = {}, None
+    for name, (kind, row, dtype) in store.fields().items():
+        if kind == EDGE and positions is None:
+            positions = edge_positions(batch)
+        index = batch.n_id if kind == NODE else positions
+        out[f"{kind}.{name}"] = store.gather(name, index, new(f"{kind}.{name}", (index.numel(), *row), dtype))
+    return out
+
+
+def edge_positions(batch: SampledBatch) -> Tensor:
+    if batch.edge_pos_per_hop is None:
+        raise ConveyorError("the sampler's batches do not say which edges they hold (SampledBatch."
+                            "edge_pos_per_hop is None), so their edge attributes and e_id cannot be "
+                            "gathered; use a built-in sampler (bsp, fused, pyg), or have yours fill it.")
+    return torch.cat(batch.edge_pos_per_hop) if batch.edge_pos_per_hop else batch.n_id.new_empty(0)
 
 
 def seed_labels(labels: Tensor, batch: SampledBatch, out: Optional[Tensor] = None) -> Tensor:
@@ -52,11 +89,13 @@ def seed_labels(labels: Tensor, batch: SampledBatch, out: Optional[Tensor] = Non
     return torch.index_select(labels, 0, batch.seeds, out=out)
 
 
-def device_labels(labels: Tensor, device) -> Tensor:
+def device_labels(labels: Optional[Tensor], device) -> Optional[Tensor]:
     """`labels` on `device` in the narrowest integer type that holds them (int16 below 32,768
     classes): kept there for the whole run, they cost 2 bytes a node instead of int64's 8 (0.2 GB
     rather than 0.9 GB of GPU memory on papers100M). The trainer widens each batch's few seeds.
-    Float [N, C] targets (multi-label) go as they are."""
+    Float [N, C] targets (multi-label) go as they are; no labels (None) stay None."""
+    if labels is None:
+        return None
     if labels.is_floating_point():
         return labels.to(device)
     low, high = (int(labels.min()), int(labels.max())) if labels.numel() else (0, 0)
@@ -72,9 +111,10 @@ def synchronize(device: torch.device) -> None:
 
 
 def built(part, graph, device):
-    """A sampler or a feature source as a batch source was handed it: the object itself, or, for a
-    spec (any object with `build(graph, device)`, e.g. samplers.SamplerSpec, cache.CacheSpec), the
-    one it builds over `graph` on `device` (in the stage process that uses it)."""
+    """A sampler, a feature source or an attribute store as a batch source was handed it: the
+    object itself (or None), or, for a spec (any object with `build(graph, device)`, e.g.
+    samplers.SamplerSpec, cache.CacheSpec, partition.attributes.AttributeSpec), the one it builds
+    over `graph` on `device` (in the stage process that uses it)."""
     return part.build(graph, device) if callable(getattr(part, "build", None)) else part
 
 

@@ -1,16 +1,23 @@
-"""The `if __name__ == "__main__":` guard: the async pipeline's stage processes start with
-`spawn`, which runs the user's script again in each of them (as `__mp_main__`). Code at the
-script's top level that starts the pipeline would then start it again in every stage process,
-which multiprocessing refuses deep inside the child, leaving the parent with "sampler stage exited
-with code 1". So before spawning anything, `check_main_guard` finds the line of the script that
-started this pipeline and refuses it, in one paragraph, when no guard encloses it; and
-`stop_if_reimported`, called first thing by an entry point such as `conveyor.fit`, stops a stage
-process that is importing such a script again (should the parent's check miss a case) with the
-same paragraph on stderr and exit code 2, before it starts a second run.
+"""The user's script and the stage processes, which start with `spawn`.
+
+`spawn` runs the parent's main script again in each child (as `__mp_main__`), so that what the
+child is sent can name the script's own classes. conveyor's stage processes need that only when the
+pipeline is handed an object of a class defined in the script (a sampler or feature source of the
+user's own): otherwise they start without it (`hiding_main`), so a script runs as written, with no
+`if __name__ == "__main__":` guard, from a file, `python -c`, stdin or a notebook, and no stage
+imports what the script imports. Where the script must be run again, code at its top level that
+starts the pipeline would start it again in every stage process, which multiprocessing refuses
+deep inside the child, leaving the parent with "sampler stage exited with code 1". So before
+spawning anything, `check_main_guard` finds the line of the script that started this pipeline and
+refuses it, in one paragraph, when no guard encloses it; and `stop_if_reimported`, called first
+thing by an entry point such as `conveyor.fit`, stops a stage process that is importing such a
+script again (should the parent's check miss a case) with the same paragraph on stderr and exit
+code 2, before it starts a second run.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -60,10 +67,40 @@ def _is_main_test(test) -> bool:
             and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
 
 
-def check_main_guard(what: str = "the async pipeline") -> None:
-    """Refuse to start `what` from a script's unguarded top-level code (see the module doc)."""
+def needs_main(*parts) -> bool:
+    """Whether a part handed to the stage processes (a sampler, a feature source, their specs, one
+    level down) is of a class the main script defines, which a child can only unpickle by running it."""
+    def from_main(obj) -> bool:
+        return type(obj).__module__ == "__main__"
+    return any(from_main(p) or any(from_main(v) for v in getattr(p, "__dict__", {}).values()) for p in parts)
+
+
+@contextlib.contextmanager
+def hiding_main():
+    """While a process is spawned: the main module without its file and spec, so the child does not
+    run the script again (multiprocessing runs what those name)."""
+    main = sys.modules.get("__main__")
+    saved = {key: main.__dict__[key] for key in ("__file__", "__spec__") if main is not None and key in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    if "__spec__" in saved:
+        main.__spec__ = None  # as in an interactive session (multiprocessing reads it, so it must exist)
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+
+
+def check_main_guard(what: str = "the async pipeline", parts=None) -> None:
+    """Refuse to start `what` from a script's unguarded top-level code where the stage processes
+    must run the script again (`parts` need it; None: the caller does not know yet) (module doc)."""
+    if parts is not None and not needs_main(*parts):
+        return
     path = rerun_script()
-    if path is None or not os.path.isfile(path):
+    if path is not None and not os.path.isfile(path):
+        raise ConveyorError(f"{what} was handed an object of a class defined in a script read from {path}; its "
+                            f"stage processes cannot read that script again. Save the script to a file, define "
+                            f"the class in a module of its own, or use pipeline='serial'.")
+    if path is None:
         return
     line = top_level_line(vars(sys.modules["__main__"]))
     try:

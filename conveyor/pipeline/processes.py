@@ -9,6 +9,7 @@ together (docs/design.md §4, the queues).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -19,6 +20,7 @@ import torch.multiprocessing as mp
 
 from conveyor.pipeline import generators  # noqa: F401  (registers how a torch.Generator travels to a stage)
 from conveyor.pipeline.control import Control
+from conveyor.pipeline.guard import hiding_main, needs_main
 from conveyor.pipeline.mps import PERCENT_ENV
 from conveyor.pipeline.settings import STAGES, PipelineSettings
 from conveyor.pipeline.sharing import GraphHandle
@@ -68,7 +70,8 @@ class StageProcesses:
                          self.threads(name), work, die_with_parent=in_main_thread())
         env = {PERCENT_ENV: str(percentages[name])} if name in percentages else {}
         proc = ctx.Process(target=stage_main, args=(spec,), name=f"conveyor-{name}", daemon=True)
-        with spawning(env):
+        # The stage runs the user's script again only to unpickle a class of it (pipeline/guard.py).
+        with spawning(env), (contextlib.nullcontext() if needs_main(*vars(work).values()) else hiding_main()):
             proc.start()
         return proc
 

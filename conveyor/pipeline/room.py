@@ -109,13 +109,16 @@ class SlotShapes:
     """What a batch's slots hold per node, edge and seed, and how many of them a pipeline keeps."""
     row_bytes: int  # a node's features in the slot (the feature source's dtype)
     label_bytes: int  # a seed's label
+    node_extra: int = 0  # a node's other attributes the batch carries (partition.attributes)
+    edge_extra: int = 0  # an edge's: its attributes and id
     ready_slots: int = 1  # serial: the one batch in hand
     sampled_slots: int = 1
     growth: float = 1.0  # async: GROWTH
 
     def bytes(self, bound: BatchBound, features: bool = True) -> int:
         """Every slot grown to hold a batch of `bound`."""
-        ready = bound.nodes * self.row_bytes * features + bound.seeds * self.label_bytes
+        ready = (bound.nodes * (self.row_bytes * features + self.node_extra) + bound.edges * self.edge_extra
+                 + bound.seeds * self.label_bytes)
         sampled = ID_BYTES * (bound.nodes + 3 * bound.edges)
         return int(self.growth * (self.ready_slots * ready + self.sampled_slots * sampled))
 
@@ -135,11 +138,14 @@ class PipelineRoom:
     checked: int = 0  # the slot bytes checked so far
 
     @classmethod
-    def of(cls, graph, sampler, features, device, settings=None, batch_ratio: float = 1.0) -> "PipelineRoom":
-        """`settings`: the async pipeline's (its slot counts), or None for the serial one."""
+    def of(cls, graph, sampler, features, device, settings=None, batch_ratio: float = 1.0,
+           attributes=None) -> "PipelineRoom":
+        """`settings`: the async pipeline's (its slot counts), or None for the serial one;
+        `attributes`: what else a batch carries (an AttributeStore or its spec), or None."""
         device = torch.device(device)
         counts = (settings.slots, settings.sampled_slots, GROWTH) if settings is not None else ()
-        shapes = SlotShapes(feature_row_bytes(features, graph), _row_bytes(graph.y), *counts)
+        shapes = SlotShapes(feature_row_bytes(features, graph), _row_bytes(graph.y),
+                            *attribute_row_bytes(attributes, graph), *counts)
         fanouts = getattr(sampler, "fanouts", None)
         fanouts = [int(f) for f in fanouts] if isinstance(fanouts, (list, tuple)) else None
         return cls(shapes, device, settings is not None and device.type == "cpu", graph.num_nodes,
@@ -216,13 +222,31 @@ def check_batch_room(graph, fanouts, seeds: int, device, *, row_bytes: Optional[
 
 def feature_row_bytes(features, graph) -> int:
     """A node's features as the feature source gathers them into a slot: its own width and dtype,
-    or (a recipe) the graph's width in the dtype the recipe converts to (cache.dtype), if any."""
+    or (a recipe) the graph's width in the dtype the recipe converts to (cache.dtype), if any; 0
+    without a feature source (batches without x)."""
+    if features is None:
+        return 0
     if hasattr(features, "feature_dim") and hasattr(features, "dtype"):
         return int(features.feature_dim) * _itemsize(features.dtype)
     if graph.x is None:
         return 0
     dtype = getattr(getattr(features, "settings", None), "dtype", None) or graph.x.dtype
     return _row_bytes(graph.x) // graph.x.element_size() * _itemsize(dtype)
+
+
+def attribute_row_bytes(attributes, graph) -> tuple[int, int]:
+    """(bytes a node, bytes an edge) of the other attributes a batch carries: a store's `fields()`,
+    or what a spec names of the graph's (and 8 bytes an edge for its id)."""
+    if attributes is None:
+        return 0, 0
+    if callable(getattr(attributes, "fields", None)):
+        sizes = {kind: 0 for kind in ("node", "edge")}
+        for kind, shape, dtype in attributes.fields().values():
+            sizes[kind] = sizes.get(kind, 0) + math.prod(shape) * _itemsize(dtype)
+        return sizes["node"], sizes["edge"]
+    node = sum(_row_bytes(graph.node_attrs.get(n)) for n in getattr(attributes, "node", ()))
+    edge = sum(_row_bytes(graph.edge_attrs.get(e)) for e in getattr(attributes, "edge", ()))
+    return node, edge + ID_BYTES * bool(getattr(attributes, "e_id", False))
 
 
 def _itemsize(dtype) -> int:

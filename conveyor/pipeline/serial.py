@@ -21,6 +21,7 @@ from conveyor.pipeline.batch import (
     built,
     device_labels,
     feature_stats,
+    gather_attributes,
     reseed,
     seed_labels,
     synchronize,
@@ -33,20 +34,23 @@ from conveyor.pipeline.room import PipelineRoom
 
 class SerialBatches:
     def __init__(self, graph: Graph, sampler, features, device, batch_ratio: float = 1.0,
-                 sampling_threads: Optional[int] = None):
+                 sampling_threads: Optional[int] = None, attributes=None):
         """`sampler`: a sampler (`sample(seeds)`) or a spec of one (`build(graph, device)`, e.g.
         samplers.SamplerSpec); `features`: a feature source (`gather(n_id)`, e.g. a FeatureCache)
         or a spec of one (cache.CacheSpec); `batch_ratio`: the run's largest batch over its
         training batch (memory.py), so an auto cache leaves room for it; `sampling_threads`:
         torch's CPU threads while sampling (the trainer's own are kept for training), or None:
-        the trainer's."""
+        the trainer's; `attributes`: the other attributes each batch carries (an AttributeStore or
+        its spec), or None."""
         self.device = torch.device(device)
         self.samplers, self.cache = PhaseSamplers(sampler, graph, self.device), built(features, graph, self.device)
+        self.attributes = built(attributes, graph, self.device)
         self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
         self.sampling_threads = sampling_threads
-        self.room = PipelineRoom.of(graph, sampler, features, self.device, batch_ratio=batch_ratio)
+        self.room = PipelineRoom.of(graph, sampler, features, self.device, batch_ratio=batch_ratio,
+                                    attributes=attributes)
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
         """As AsyncBatches.run (`phase`: pipeline/phases.py; no TensorBoard series here)."""
@@ -65,11 +69,23 @@ class SerialBatches:
             synchronize(self.device)
             t1 = time.perf_counter()
             before = feature_stats(self.cache)
-            x = self.cache.gather(batch.n_id) if features else no_features(self.cache, self.device)
-            y = seed_labels(self.labels, batch)
+            x = self.gather_features(batch, features)
+            y = None if self.labels is None else seed_labels(self.labels, batch)
+            attrs = self.gather_attributes(batch)
             synchronize(self.device)
             cost = BatchCost(sample_s=t1 - t0).gathered(time.perf_counter() - t1, before, feature_stats(self.cache))
-            yield PreparedBatch(batch, x, y, cost)
+            yield PreparedBatch.of(batch, x, y, cost, attrs)
+
+    def gather_features(self, batch, features: bool):
+        if self.cache is None:
+            return None
+        return self.cache.gather(batch.n_id) if features else no_features(self.cache, self.device)
+
+    def gather_attributes(self, batch) -> dict:
+        if self.attributes is None:
+            return {}
+        new = lambda name, shape, dtype: torch.empty(shape, dtype=dtype, device=self.device)
+        return gather_attributes(self.attributes, batch, new)
 
     def close(self) -> None:
         pass

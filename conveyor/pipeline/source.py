@@ -45,7 +45,6 @@ from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX, signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver
 from conveyor.pipeline.watch import PipelineError, StageWatch
-from conveyor.samplers import SampledBatch
 
 log = logging.getLogger("conveyor")
 
@@ -57,17 +56,18 @@ class AsyncBatches:
     `conveyor.pipeline.batch_source` for the arguments."""
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None, batch_size: Optional[int] = None):
-        check_main_guard()  # before anything is spawned: an unguarded script would start it again
+                 recorder=None, attributes=None, batch_size: Optional[int] = None):
+        check_main_guard(parts=(sampler, features, attributes))  # before anything is spawned (guard.py)
         self.settings = settings
         self.device = torch.device(device)
         # /dev/shm's room for all the pipeline places there, before anything is (shm.py); the
         # slots again before each run, once its batch sizes are known (`batch_size`: now)
-        self.room = PipelineRoom.of(graph, sampler, features, self.device, settings, batch_ratio)
+        self.room = PipelineRoom.of(graph, sampler, features, self.device, settings, batch_ratio, attributes)
         self.graph = share_graph(graph, self.room.start_need(batch_size),
-                                 carried=[*object_tensors(sampler), *object_tensors(features)])
-        self.work = {"sampler": SamplerWork(sampler, settings.superbatch),
-                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots)}
+                                 carried=[t for part in (sampler, features, attributes) for t in object_tensors(part)])
+        positions = attributes is not None and getattr(attributes, "needs_edges", True)
+        self.work = {"sampler": SamplerWork(sampler, settings.superbatch, positions),
+                     "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots, attributes)}
         self.mps = MPSShares(self.device, settings.mps)
         self.scalars = Scalars(recorder)
         self.monitor = PipelineMonitor(settings, self.scalars)
@@ -173,7 +173,7 @@ class AsyncBatches:
     def _prepared(self, message: BatchMessage) -> tuple[PreparedBatch, int]:
         """The batch of `message` as views of its slots, leased until its tensors are gone."""
         views = self.receiver.unpack(message)
-        batch = PreparedBatch(SampledBatch.from_tensors(views, message.counts), views["x"], views["y"], message.cost)
+        batch = PreparedBatch.from_views(views, message.counts, message.cost)
         self.receiver.lease([(q, slot) for q, (slot, _) in message.slots.items()], list(views.values()))
         return batch, sum(v.numel() * v.element_size() for v in views.values())
 

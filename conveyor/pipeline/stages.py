@@ -43,6 +43,7 @@ from conveyor.pipeline.batch import (
     built,
     device_labels,
     feature_stats,
+    gather_attributes,
     reseed,
     sample_many,
     seed_labels,
@@ -80,9 +81,11 @@ class BatchMessage:
 @dataclass
 class SamplerWork:
     """What the sampler stage draws with: a sampler, or a spec it builds one from
-    (`build(graph, device)`, e.g. samplers.SamplerSpec), and the batches per call."""
+    (`build(graph, device)`, e.g. samplers.SamplerSpec), and the batches per call; `positions`:
+    whether the batches' edge positions travel on (only for edge attributes and e_id)."""
     sampler: Any
     superbatch: int = 1
+    positions: bool = False
 
 
 @dataclass
@@ -95,6 +98,7 @@ class LoaderWork:
     batch_ratio: float = 1.0
     ready_slots: int = 0
     sampled_slots: int = 0
+    attributes: Any = None  # the other attributes a batch carries: an AttributeStore, its spec, or None
 
 
 @dataclass
@@ -230,7 +234,7 @@ def run_sampler(stage: Stage, graph) -> None:
                     break
                 slot = stage.acquire("sampled")
                 begin, written = time.perf_counter(), writer.bytes_written
-                packed = writer.pack(slot, batch.to_tensors())
+                packed = writer.pack(slot, stage_tensors(batch, spec.work.positions))
                 if packed["grown"] and stage.device.type == "cuda":  # the trainer reads this slot
                     # too: it needs the new buffers (on the CPU the loader forwards them)
                     spec.grown_out.put((slot, packed["grown"]))
@@ -244,11 +248,17 @@ def run_sampler(stage: Stage, graph) -> None:
                 spec.outbox.put(message)
 
 
+def stage_tensors(batch: SampledBatch, positions: bool) -> dict:
+    """What of a sampled batch travels on: its edges' positions only where attributes need them."""
+    tensors = batch.to_tensors()
+    return tensors if positions else {k: v for k, v in tensors.items() if not k.startswith("p")}
+
+
 def run_loader(stage: Stage, graph) -> None:
     """Gathers each sampled batch's features (through the feature source) and labels straight into
     a ready slot, and passes the batch on to the trainer."""
     loader = Loader(stage, graph)
-    stage.send("ready", os.getpid(), repr(loader.cache))
+    stage.send("ready", os.getpid(), "no features" if loader.cache is None else repr(loader.cache))
     while True:
         start = time.perf_counter()
         message = stage.get(stage.spec.inbox)
@@ -265,6 +275,7 @@ class Loader:
     def __init__(self, stage: Stage, graph):
         self.stage = stage
         self.cache = built(stage.spec.work.features, graph, stage.device)
+        self.attributes = built(stage.spec.work.attributes, graph, stage.device)
         self.fit_pending = getattr(self.cache, "auto", False) and stage.device.type == "cuda"  # once trained a bit
         self.labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
         self.reader, self.writer = SlotReader(), SlotWriter(stage.device)
@@ -288,8 +299,7 @@ class Loader:
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
         begin, written, before = time.perf_counter(), self.writer.bytes_written, feature_stats(self.cache)
-        packed = gather_into_slot(self.cache, self.labels, SampledBatch.from_tensors(views, message.counts),
-                                  self.writer, slot, message.features)
+        packed = gather_into_slot(self, SampledBatch.from_tensors(views, message.counts), slot, message.features)
         synchronize(stage.device)
         del views  # the sampled slot now belongs to the trainer, which releases it
         cost = message.cost.gathered(time.perf_counter() - begin, before, feature_stats(self.cache))
@@ -312,16 +322,19 @@ class Loader:
         self.stage.spec.outbox.put(message)
 
 
-def gather_into_slot(cache, labels, batch: SampledBatch, writer: SlotWriter, slot: int,
-                     features: bool = True) -> dict:
-    """The batch's features (none: an x without rows) and labels, gathered straight into `slot`'s
-    buffers; the message part."""
-    message = new_message()
-    x = writer.buffer(slot, "x", (batch.n_id.numel() if features else 0, cache.feature_dim), cache.dtype, message)
-    if features:
-        cache.gather(batch.n_id, out=x)
-    y = writer.buffer(slot, "y", (batch.seeds.numel(), *labels.shape[1:]), labels.dtype, message)
-    seed_labels(labels, batch, out=y)
+def gather_into_slot(loader: "Loader", batch: SampledBatch, slot: int, features: bool = True) -> dict:
+    """The batch's features (none: an x without rows), labels and other attributes (those the
+    loader has), gathered straight into `slot`'s buffers; the message part."""
+    message, cache, labels, writer = new_message(), loader.cache, loader.labels, loader.writer
+    new = lambda name, shape, dtype: writer.buffer(slot, name, shape, dtype, message)
+    if cache is not None:
+        x = new("x", (batch.n_id.numel() if features else 0, cache.feature_dim), cache.dtype)
+        if features:
+            cache.gather(batch.n_id, out=x)
+    if labels is not None:
+        seed_labels(labels, batch, out=new("y", (batch.seeds.numel(), *labels.shape[1:]), labels.dtype))
+    if loader.attributes is not None:
+        gather_attributes(loader.attributes, batch, new)
     return message
 
 

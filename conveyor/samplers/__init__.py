@@ -23,22 +23,26 @@ def resolve_sampler_name(name: str, device) -> str:
 
 
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
-                  deterministic: bool = SamplerSettings.deterministic, once: bool = False):
+                  deterministic: bool = SamplerSettings.deterministic, once: bool = False,
+                  weight_attr: str | None = None):
     """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
     batches, at the cost of a few sorts per batch. `once` (bsp only): each node draws at one hop
     only, as PyG samples, for conveyor.NeighborLoader's batches (the other samplers' batches
-    are cut to the same form there)."""
+    are cut to the same form there). `weight_attr`: the name of an edge attribute of the graph
+    (`graph.edge_attrs`) to draw neighbours by, in proportion to it, as PyG's `weight_attr`
+    (samplers/weights.py); None draws them uniformly."""
     name = resolve_sampler_name(name, device)
     if name == "bsp":
         from conveyor.samplers.bsp import BSPSampler
-        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once)
+        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr)
     if name == "pyg":
         from conveyor.samplers.pyg import PyGSampler
-        return PyGSampler(graph, fanouts, device=device, seed=seed)
+        return PyGSampler(graph, fanouts, device=device, seed=seed, weight_attr=weight_attr)
     if name == "fused":
         from conveyor.samplers.fused import FusedSampler
-        return FusedSampler(graph, fanouts, device=device, seed=seed, deterministic=deterministic)
+        return FusedSampler(graph, fanouts, device=device, seed=seed, deterministic=deterministic,
+                            weight_attr=weight_attr)
     raise ConveyorError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)} "
                         f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
 
@@ -53,6 +57,7 @@ class SamplerSpec:
     seed: int = 0
     deterministic: bool = SamplerSettings.deterministic
     once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)
+    weight_attr: str | None = None  # draw by this edge attribute's weights (build_sampler)
 
     @classmethod
     def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
@@ -62,7 +67,7 @@ class SamplerSpec:
 
     def build(self, graph: Graph, device):
         return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
-                             deterministic=self.deterministic, once=self.once)
+                             deterministic=self.deterministic, once=self.once, weight_attr=self.weight_attr)
 
 
 __all__ = ["SAMPLERS", "SampledBatch", "Sampler", "SamplerRecipe", "SamplerSettings", "SamplerSpec", "build_sampler",

@@ -1,9 +1,10 @@
 """`bsp`: one hop at a time with vectorised torch ops (CPU or CUDA). The reference semantics.
 
 At hop h every node of N_{h-1} draws min(deg, fanout) distinct in-neighbours uniformly without
-replacement (Floyd's algorithm, vectorised over the nodes), the new ones are appended to n_id in
-ascending id order, and a dense global->local map (reset after each batch, so the cost is
-O(batch), not O(graph)) relabels the edges.
+replacement (Floyd's algorithm, vectorised over the nodes; with `weight_attr`, by weight, see
+`weighted_picks`), the new ones are appended to n_id in ascending id order, and a dense
+global->local map (reset after each batch, so the cost is O(batch), not O(graph)) relabels the
+edges. Each edge's CSC position comes with it (`edge_pos_per_hop`).
 
 The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
 give the same ascending ids, so the batches are bit for bit the same either way): few sampled
@@ -22,6 +23,7 @@ from torch import Tensor
 from conveyor.partition import Graph
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
+from conveyor.samplers.weights import edge_weights, weight_keys
 
 # The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours: measured on
 # the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
@@ -58,11 +60,33 @@ def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     return picks
 
 
-def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator):
-    """Draw min(deg, fanout) distinct edge positions per node. Returns (positions, edges): edges a
-    [2, E] buffer whose row 1 holds each position's owner (index into the nodes) and row 0 is for
-    the caller. Low-degree nodes keep every neighbour (first, in node order), then come the
-    high-degree ones' draws, node by node."""
+def weighted_picks(start: Tensor, deg: Tensor, fanout: int, keys: Tensor, generator: torch.Generator) -> Tensor:
+    """[m, fanout] distinct CSC positions per node (each with deg > fanout), drawn without
+    replacement in proportion to the edges' weights (samplers/weights.py): every edge of the m
+    rows gets the key log(E) + keys[pos], E ~ Exp(1) (one float64 `rand` per edge), and each row
+    keeps its `fanout` smallest. O(sum of the rows' degrees), as PyG's weighted draw is."""
+    m, device = deg.numel(), deg.device
+    first = torch.cumsum(deg, 0).sub_(deg)  # each row's first candidate in the flat list
+    owner = torch.repeat_interleave(torch.arange(m, device=device), deg)
+    pos = (start - first).index_select(0, owner).add_(torch.arange(owner.numel(), device=device))
+    u = torch.rand(owner.numel(), generator=generator, device=device, dtype=torch.float64)
+    # log(E) >= -40 (E is 0 only when u is): zero weights' keys stay above every positive one's.
+    key = torch.log(-torch.log1p(-u)).clamp_(min=-40).add_(keys.index_select(0, pos))
+    order = torch.argsort(key, stable=True)  # by key, then (stable) by row: each row's keys ascending
+    order = order.index_select(0, torch.argsort(owner.index_select(0, order), stable=True))
+    take = (first[:, None] + torch.arange(fanout, device=device)).view(-1)
+    return pos.index_select(0, order.index_select(0, take)).view(m, fanout)
+
+
+def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, keys: Tensor | None = None):
+    """Draw min(deg, fanout) distinct edge positions per node, uniformly (Floyd) or, given the
+    edges' weight `keys`, by weight. Returns (positions, edges): edges a [2, E] buffer whose row 1
+    holds each position's owner (index into the nodes) and row 0 is for the caller. Low-degree
+    nodes keep every neighbour (first, in node order; whatever their weights, as PyG does), then
+    come the high-degree ones' draws, node by node. A fanout of 0 draws nothing (PyG's meaning)."""
+    if fanout == 0:
+        empty = torch.empty(0, dtype=torch.long, device=deg.device)
+        return empty, torch.empty(2, 0, dtype=torch.long, device=deg.device)
     take_all = deg <= fanout
     few = take_all.nonzero().squeeze(1)
     many = (~take_all).nonzero().squeeze(1)
@@ -70,9 +94,13 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     pos = torch.empty(num_few + many.numel() * fanout, dtype=torch.long, device=deg.device)
     edges = torch.empty(2, pos.numel(), dtype=torch.long, device=deg.device)
     take_every_neighbour(start, deg, few, pos[:num_few], edges[1, :num_few])
-    if many.numel():  # (fanout -1: never) draws, `fanout` steps
+    if many.numel() and keys is not None:
+        pos[num_few:] = weighted_picks(start.index_select(0, many), deg.index_select(0, many), fanout, keys,
+                                       generator).view(-1)
+    elif many.numel():  # (fanout -1: never) draws, `fanout` steps
         picks = floyd_picks(deg.index_select(0, many), fanout, generator)
         torch.add(start.index_select(0, many)[:, None], picks.t(), out=pos[num_few:].view(-1, fanout))
+    if many.numel():
         edges[1, num_few:].view(-1, fanout).copy_(many[:, None].expand(-1, fanout))
     return pos, edges
 
@@ -80,10 +108,13 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
 class BSPSampler:
     name = "bsp"
 
-    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False):
+    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False,
+                 weight_attr: str | None = None):
         """`once`: each node draws only at the hop after the one that first reached it, as PyG's
         NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
-        (the message-flow graphs of docs/design.md §2.2, which the trainer's models read)."""
+        (the message-flow graphs of docs/design.md §2.2, which the trainer's models read).
+        `weight_attr`: draw by the weights of that edge attribute (samplers/weights.py)."""
+        weights = edge_weights(graph, weight_attr)
         self.device = torch.device(device)
         self.once = once
         self.num_nodes = graph.num_nodes
@@ -93,6 +124,7 @@ class BSPSampler:
         self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
         self.indptr = graph.indptr.to(self.device)
         self.indices = graph.indices.to(self.device)
+        self.keys = None if weights is None else weight_keys(weights).to(self.device)
         # int32 (node ids fit: graph.indices is int32): half the bytes of the random reads and
         # writes into this num_nodes-long map, the main cost of small batches on a large graph.
         self.local = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
@@ -122,7 +154,7 @@ class BSPSampler:
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             start = self.indptr.index_select(0, n_id[first:])
             deg = self.indptr.index_select(0, n_id[first:] + 1).sub_(start)
-            pos, hop = sample_positions(start, deg, fanout, self.generator)
+            pos, hop = sample_positions(start, deg, fanout, self.generator, self.keys)
             if first:
                 hop[1] += first
             nbrs = self.indices.index_select(0, pos)

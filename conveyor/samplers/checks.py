@@ -21,8 +21,11 @@ def check(condition, message: str) -> None:
 
 
 def assert_valid_batch(batch: SampledBatch, graph: Graph, seeds: torch.Tensor, fanouts) -> None:
-    """Every edge exists, each node of N_{h-1} gets exactly min(deg, fanout) distinct neighbours
-    (all of them for fanout -1), ids unique, prefix property, seeds first and in order."""
+    """Every edge exists, each node of N_{h-1} gets exactly min(deg, fanout) distinct edges
+    (all of them for fanout -1), ids unique, prefix property, seeds first and in order; where the
+    batch says its edges' CSC positions (`edge_pos_per_hop`), each is an edge of its own target
+    whose source is its neighbour, and no position is drawn twice (parallel edges are distinct
+    edges: the same neighbour may come twice through two of them)."""
     n_id = batch.n_id.cpu().long()
     counts = batch.num_nodes_per_hop.tolist()
     check(len(counts) == len(fanouts) + 1 == batch.num_hops + 1,
@@ -48,7 +51,10 @@ def check_hop(batch: SampledBatch, graph: Graph, n_id, counts, deg, edge_keys, h
         check(dst.min() >= 0 and dst.max() < counts[h - 1], f"hop {h}: target id out of range")
     key = n_id[dst] * graph.num_nodes + n_id[src]  # the edge n_id[src] -> n_id[dst]
     check(torch.isin(key, edge_keys).all(), f"hop {h}: an edge that is not in the graph")
-    check(torch.unique(key).numel() == key.numel(), f"hop {h}: a neighbour drawn twice")
+    if batch.edge_pos_per_hop is None:
+        check(torch.unique(key).numel() == key.numel(), f"hop {h}: a neighbour drawn twice")
+    else:
+        check_positions(batch.edge_pos_per_hop[h - 1], graph, n_id[src], n_id[dst], h)
     per_target = torch.bincount(dst, minlength=counts[h - 1])
     expected = deg[n_id[: counts[h - 1]]]
     expected = expected if fanout == -1 else expected.clamp(max=fanout)
@@ -58,7 +64,28 @@ def check_hop(batch: SampledBatch, graph: Graph, n_id, counts, deg, edge_keys, h
         check(torch.isin(new_local, src).all(), f"hop {h}: a node in N_{h} that no edge reached")
 
 
+def check_positions(pos, graph: Graph, source, target, h: int) -> None:
+    """Hop h's CSC positions against its edges' global (source, target): the edge at each position
+    leads from that source into that target, and no edge is drawn twice."""
+    pos = pos.cpu()
+    check(pos.dtype == torch.long and pos.shape == source.shape,
+          f"hop {h}: edge positions of shape {tuple(pos.shape)} and dtype {pos.dtype} for {source.numel()} "
+          f"edges (int64, one per edge)")
+    if not pos.numel():
+        return
+    check(pos.min() >= 0 and pos.max() < graph.num_edges, f"hop {h}: an edge position out of range")
+    check(torch.equal(graph.indices[pos].long(), source), f"hop {h}: an edge position whose source is not "
+                                                          f"the edge's neighbour")
+    check(bool(((graph.indptr[target] <= pos) & (pos < graph.indptr[target + 1])).all()),
+          f"hop {h}: an edge position outside its target's in-edges")
+    check(torch.unique(pos).numel() == pos.numel(), f"hop {h}: an edge drawn twice")
+
+
 def same_batch(a: SampledBatch, b: SampledBatch) -> bool:
-    """Whether two batches are identical: the same ids, counts and edges, in the same order."""
+    """Whether two batches are identical: the same ids, counts and edges, in the same order, and
+    the same edge positions where both say them."""
+    same_positions = (a.edge_pos_per_hop is None or b.edge_pos_per_hop is None
+                      or all(torch.equal(x, y) for x, y in zip(a.edge_pos_per_hop, b.edge_pos_per_hop, strict=True)))
     return (torch.equal(a.n_id, b.n_id) and torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
-            and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop)))
+            and all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop))
+            and same_positions)

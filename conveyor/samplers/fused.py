@@ -5,9 +5,10 @@ This wrapper sizes the kernel's buffers from the fanouts and the batch sizes (wo
 |N_h| <= |N_{h-1}| * (1 + fanout), capped by the graph; times `buffer_scale`), keeps them across
 calls, launches the kernel once per `sample`/`sample_many` call, reads its counters back once (the
 only host sync) and copies the batches out with one `cat` (the batches of a call are views of one
-exact-size tensor). If a buffer was too small, the kernel says so through its counters and the
-call runs again with bigger buffers, which are kept: the random numbers are a function of (seed,
-stream position, node, hop), so the rerun draws the same batch.
+exact-size tensor), each edge with its CSC position (`edge_pos_per_hop`). If a buffer was too
+small, the kernel says so through its counters and the call runs again with bigger buffers,
+which are kept: the random numbers are a function of (seed, stream position, node, hop), so the
+rerun draws the same batch.
 
 Randomness: Philox keyed by the sampler's seed; each mini-batch takes the next position of the
 stream, so `sample_many([a, b])` draws exactly what `sample(a); sample(b)` would, and
@@ -17,6 +18,9 @@ default (`deterministic=True`, `sampler.deterministic` in the config) each batch
 canonical order (ids within a hop by global id, as bsp; edges by target, then neighbour): the
 same seed gives bit-identical batches, and so the same losses and an exact resume, at the cost of
 a few sorts per batch. `deterministic=False` skips them.
+
+`weight_attr` draws by weight as PyG does (samplers/weights.py): a second compiled variant of the
+kernel (constexpr WEIGHTED) reads each edge's float32 weight key, computed once here.
 
 Host path: one pinned host-to-device copy of the seeds per call (each part 16-byte aligned, so
 Triton never compiles a new variant for a batch size), the launch under the tensors' own device,
@@ -40,6 +44,7 @@ from conveyor.partition import Graph
 from conveyor.samplers import fused_kernel
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
+from conveyor.samplers.weights import edge_weights, weight_keys
 
 INTERPRETED = type(fused_kernel.fused_sample_kernel).__name__ == "InterpretedFunction"
 MAX_NODES = 2**27  # a node's slot lives in the 27 high bits of an int32 state word
@@ -74,11 +79,13 @@ def floyd_width(fanouts, max_degree: int) -> int:
     return max(2, _pow2(floyd))
 
 
-def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTERPRETED) -> dict:
+def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTERPRETED,
+                  weighted: bool = False) -> dict:
     """The kernel's constexprs and warps for a launch of `num_batches` batches; `width` is the
-    Floyd tile width and `picks` the most picks per hop. The same for every batch size, so batch
-    sizes never cause recompilation; only the number of batches in a super-batch does, rounded up
-    to a power of two (the counter bins): 7 variants for super-batches of 1 to 64 batches."""
+    Floyd tile width and `picks` the most picks per hop, `weighted` whether it draws by weight.
+    The same for every batch size, so batch sizes never cause recompilation; only the number of
+    batches in a super-batch does, rounded up to a power of two (the counter bins): 7 variants
+    for super-batches of 1 to 64 batches (of each of the unweighted and weighted kernels)."""
     L, batches = len(picks), _pow2(num_batches)
     ebins, lbins = _pow2(batches * L), _pow2(batches * (L + 1))
     # Tiles: [tasks, width, width] in Floyd, [chunk, lbins] when counting levels. The
@@ -91,7 +98,7 @@ def launch_config(width: int, picks, num_batches: int, interpreted: bool = INTER
         tasks, chunk = min(16, max(1, 2048 // width**2)), max(16, min(256, 2048 // lbins))
         take_all = max(width, 32)
     meta = dict(L=L, W=width, TW=take_all, C=tasks, CH=chunk, EBINS=ebins, LBINS=lbins,
-                WIDE=max(picks) > width, num_warps=4)
+                WIDE=max(picks) > width, WEIGHTED=bool(weighted), num_warps=4)
     return meta if interpreted else {**meta, "maxnreg": MAX_REGISTERS}
 
 
@@ -99,8 +106,9 @@ class FusedSampler:
     name = "fused"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, buffer_scale: float = 1.0,
-                 deterministic: bool = True, num_programs: int | None = None):
+                 deterministic: bool = True, num_programs: int | None = None, weight_attr: str | None = None):
         self.fanouts = check_fanouts(fanouts)
+        weights = edge_weights(graph, weight_attr)
         self.device = torch.device(device)
         self._check_device()
         if self.device.type == "cuda" and self.device.index is None:  # pin "cuda" to one GPU
@@ -122,8 +130,7 @@ class FusedSampler:
             raise ConveyorError(f"buffer_scale must be > 0 (a fraction of the worst-case buffer sizes), "
                                 f"got {buffer_scale}.")
         self.deterministic = deterministic
-        self.indptr = graph.indptr.to(self.device)
-        self.indices = graph.indices.to(self.device)
+        self._take_graph(graph, weights)
         self.fanouts_dev = torch.tensor(self.fanouts, dtype=torch.int32, device=self.device)
         self.num_programs = num_programs  # None: as many as fit on the GPU at once
         self._grid: dict[tuple, int] = {}
@@ -136,6 +143,16 @@ class FusedSampler:
         self._dirty = False  # state may hold marks of an interrupted launch
         self.num_launches = 0  # kernel launches so far, reruns after an overflow included
         self.manual_seed(seed)
+
+    def _take_graph(self, graph: Graph, weights: Tensor | None) -> None:
+        """What the kernel reads of the graph, on the device: its CSC arrays and, to draw by weight,
+        each edge's float32 weight key (samplers/weights.py; unweighted launches get a stand-in)."""
+        self.indptr = graph.indptr.to(self.device)
+        self.indices = graph.indices.to(self.device)
+        self.weighted = weights is not None
+        self.wkeys = (weight_keys(weights, torch.float32) if self.weighted else torch.zeros(1)).to(self.device)
+        # Parallel edges tie in canonical_order's sort by (target, neighbour): their positions break it.
+        self.parallel_edges = has_parallel_edges(graph)
 
     def _check_device(self):
         if self.device.type == "cuda":
@@ -180,7 +197,7 @@ class FusedSampler:
             raise RuntimeError(f"fused sampler: buffers still overflow after 32 launches ({needs}); this is a bug.")
         batches = self._assemble(counters, caps, sizes)
         if self.deterministic:
-            batches = [canonical_order(b, self.num_nodes) for b in batches]
+            batches = [canonical_order(b, self.num_nodes, self.parallel_edges) for b in batches]
         return batches
 
     def _upload(self, seeds: list[Tensor], sizes: list[int]):
@@ -255,17 +272,17 @@ class FusedSampler:
         queue = self._buffer("queue", caps["queue"], torch.int64, fill=-1)
         records = self._buffer("records", caps["records"], torch.int64)
         e_stride = caps["eoff"][-1]
-        edges = self._buffer("edges", B * 2 * e_stride, torch.int64)
+        edges = self._buffer("edges", B * 3 * e_stride, torch.int64)  # neighbours, targets, CSC positions
         n_id = self._buffer("n_id", B * caps["nodes"], torch.int64)
         ctr = self._buffer("counters", fused_kernel.num_counters(B, L), torch.int64)
         ctr.zero_()
         if self._eoff[0] != caps["eoff"]:  # hop offsets in the edge buffer: copied when they change
             self._eoff = (caps["eoff"], torch.tensor(caps["eoff"], dtype=torch.int64, device=self.device))
         eoff = self._eoff[1]
-        args = (self.indptr, self.indices, self.fanouts_dev, flat_seeds, seed_batch, seed_off, state, queue,
-                records, edges, eoff, n_id, ctr, N, B, caps["queue"], caps["records"], e_stride, caps["nodes"],
+        args = (self.indptr, self.indices, self.wkeys, self.fanouts_dev, flat_seeds, seed_batch, seed_off, state,
+                queue, records, edges, eoff, n_id, ctr, N, B, caps["queue"], caps["records"], e_stride, caps["nodes"],
                 self.seed, stream)
-        return args, launch_config(self.width, self.picks, B, interpreted=INTERPRETED)
+        return args, launch_config(self.width, self.picks, B, interpreted=INTERPRETED, weighted=self.weighted)
 
     def compile(self, num_batches: int = 1) -> dict:
         """Compile, without launching, the kernel variant that super-batches of `num_batches`
@@ -350,11 +367,11 @@ class FusedSampler:
 
     # -- results --------------------------------------------------------------------------------
     def _assemble(self, counters, caps, sizes) -> list[SampledBatch]:
-        """Copy every batch's n_id and edges out of the work buffers with one `cat`."""
+        """Copy every batch's n_id, edges and edge positions out of the work buffers with one `cat`."""
         per_level, fills = self._split(counters, len(sizes))
         L, e_stride, ncap = len(self.fanouts), caps["eoff"][-1], caps["nodes"]
         n_id = self._buf["n_id"][: len(sizes) * ncap].view(len(sizes), ncap)
-        edges = self._buf["edges"][: len(sizes) * 2 * e_stride].view(len(sizes), 2, e_stride)
+        edges = self._buf["edges"][: len(sizes) * 3 * e_stride].view(len(sizes), 3, e_stride)
         pieces, layout = [], []
         for b, size in enumerate(sizes):
             counts = torch.tensor([size] + per_level[b, 1:].tolist()).cumsum(0)
@@ -362,7 +379,7 @@ class FusedSampler:
             hops = []
             for h in range(L):
                 lo, e = caps["eoff"][h], int(fills[b, h])
-                pieces += [edges[b, 0, lo: lo + e], edges[b, 1, lo: lo + e]]
+                pieces += [edges[b, row, lo: lo + e] for row in range(3)]  # neighbours, targets, positions
                 hops.append(e)
             layout.append((counts, hops))
         flat = torch.cat(pieces)
@@ -370,22 +387,35 @@ class FusedSampler:
         for counts, hops in layout:
             total = int(counts[-1])
             batch_n_id, at = flat[at: at + total], at + total
-            edge_index = []
+            edge_index, positions = [], []
             for e in hops:
                 edge_index.append(flat[at: at + 2 * e].view(2, e))
-                at += 2 * e
-            batches.append(SampledBatch(batch_n_id, counts, edge_index))
+                positions.append(flat[at + 2 * e: at + 3 * e])
+                at += 3 * e
+            batches.append(SampledBatch(batch_n_id, counts, edge_index, positions))
         return batches
 
     def _empty_batch(self) -> SampledBatch:
         empty = torch.empty(0, dtype=torch.long, device=self.device)
         return SampledBatch(empty, torch.zeros(len(self.fanouts) + 1, dtype=torch.long),
-                            [torch.empty(2, 0, dtype=torch.long, device=self.device) for _ in self.fanouts])
+                            [torch.empty(2, 0, dtype=torch.long, device=self.device) for _ in self.fanouts],
+                            [empty for _ in self.fanouts])
 
 
-def canonical_order(batch: SampledBatch, num_nodes: int) -> SampledBatch:
+def has_parallel_edges(graph: Graph) -> bool:
+    """Whether some node has two in-edges from the same source (a graph built with dedup=False):
+    CSC rows are sorted by source, so they sit side by side within a row."""
+    same = graph.indices[1:] == graph.indices[:-1]  # positions p and p + 1 share a source
+    starts = graph.indptr[1:-1]
+    same[starts[(starts > 0) & (starts < graph.num_edges)] - 1] = False  # p + 1 opens another row
+    return bool(same.any())
+
+
+def canonical_order(batch: SampledBatch, num_nodes: int, parallel_edges: bool = False) -> SampledBatch:
     """The same batch with ids within each hop sorted by global id (seeds stay first, in order)
-    and each hop's edges sorted by (target, neighbour): a form that does not depend on timing."""
+    and each hop's edges sorted by (target, neighbour), their CSC positions with them: a form that
+    does not depend on timing. `parallel_edges` (the graph has some): edges that tie, the same
+    neighbour and target, are ordered by CSC position (distinct within a hop)."""
     counts = batch.num_nodes_per_hop.to(batch.n_id.device)
     n = batch.n_id.numel()
     local = torch.arange(n, device=batch.n_id.device)
@@ -394,9 +424,16 @@ def canonical_order(batch: SampledBatch, num_nodes: int) -> SampledBatch:
     order = torch.argsort(key)
     new_id = torch.empty_like(order)
     new_id[order] = local
-    edges = []
-    for edge_index in batch.edge_index_per_hop:
+    edges, positions = [], None if batch.edge_pos_per_hop is None else []
+    for h, edge_index in enumerate(batch.edge_index_per_hop):
         relabelled = new_id[edge_index]
-        perm = torch.argsort(relabelled[1] * max(n, 1) + relabelled[0])
+        key = relabelled[1] * max(n, 1) + relabelled[0]
+        if parallel_edges and positions is not None:  # by position, then (stable) by (target, neighbour)
+            by_position = torch.argsort(batch.edge_pos_per_hop[h])
+            perm = by_position[torch.argsort(key[by_position], stable=True)]
+        else:
+            perm = torch.argsort(key)
         edges.append(relabelled[:, perm])
-    return SampledBatch(batch.n_id[order], batch.num_nodes_per_hop, edges)
+        if positions is not None:
+            positions.append(batch.edge_pos_per_hop[h][perm])
+    return SampledBatch(batch.n_id[order], batch.num_nodes_per_hop, edges, positions)

@@ -11,6 +11,7 @@ Run it with TRITON_INTERPRET unset (under the interpreter the kernel is not a co
 
     python -m conveyor.samplers.fused_compile                          # sm_90, [15, 10, 5], one batch
     python -m conveyor.samplers.fused_compile --batches 1,4,8 --json   # super-batches too, as JSON
+    python -m conveyor.samplers.fused_compile --weighted               # the variant for weight_attr
 
 Exit status 1 when a variant spills or lacks one of the protocol's ordering atomics.
 """
@@ -53,22 +54,25 @@ class _Binding(FusedSampler):
 
 
 def bound_launch(fanouts=(15, 10, 5), num_batches: int = 1, batch_size: int = 1024, seed: int = 0,
-                 scale: float = 0.002):
-    """The arguments and constexprs of a launch of `num_batches` batches, as `sample_many` builds them."""
+                 scale: float = 0.002, weighted: bool = False):
+    """The arguments and constexprs of a launch of `num_batches` batches, as `sample_many` builds
+    them; `weighted`: of the kernel that draws by weight (random edge weights)."""
     from conveyor.partition.datasets.synthetic import generate
     graph = generate(scale=scale, seed=0)  # products-shaped: hubs, so the Floyd tile is as at scale 1
-    sampler = _Binding(graph, list(fanouts), seed=seed)
+    if weighted:
+        graph.edge_attrs["weight"] = torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(0))
+    sampler = _Binding(graph, list(fanouts), seed=seed, weight_attr="weight" if weighted else None)
     sizes = [min(batch_size, graph.num_nodes)] * num_batches
     seeds = [torch.randperm(graph.num_nodes)[:size] for size in sizes]
     return sampler._launch_args(sampler._capacities(sizes), *sampler._upload(seeds, sizes), num_batches, 0)
 
 
 def compile_kernel(fanouts=(15, 10, 5), num_batches: int = 1, arch: int = 90, batch_size: int = 1024,
-                   seed: int = 0):
+                   seed: int = 0, weighted: bool = False):
     """The compiled kernel (triton's CompiledKernel), its constexprs and the bound signature."""
     if INTERPRETED:
         raise RuntimeError("unset TRITON_INTERPRET to compile the kernel (the interpreter runs it instead)")
-    args, meta = bound_launch(fanouts, num_batches, batch_size, seed)
+    args, meta = bound_launch(fanouts, num_batches, batch_size, seed, weighted=weighted)
     kernel = fused_kernel.fused_sample_kernel
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
@@ -130,10 +134,11 @@ def main(argv=None) -> None:
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (one above 2**31 binds as i64)")
     p.add_argument("--arch", type=int, default=90)
+    p.add_argument("--weighted", action="store_true", help="the variant that draws by weight (weight_attr)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one report per batch count")
     args = p.parse_args(argv)
     fanouts = [int(f) for f in args.fanouts.split(",")]
-    reports = [report(*compile_kernel(fanouts, int(b), args.arch, args.batch_size, args.seed))
+    reports = [report(*compile_kernel(fanouts, int(b), args.arch, args.batch_size, args.seed, args.weighted))
                for b in args.batches.split(",")]
     if args.json:
         print(json.dumps(reports))

@@ -13,6 +13,9 @@ Memory (kept by the host across launches):
     queue      int64 task slots, -1 when empty. A task (vb << 4) | h reads "sample v's
                in-neighbours for hop h of batch b".
     records    int64: every non-seed node a batch reaches, once.
+    edges      int64 [B, 3, E_STRIDE]: batch b's hop h picks at eoff[h-1]..eoff[h], in three rows:
+               the neighbour and the target (global ids until phase 3 relabels them), and the
+               pick's CSC position (its edge attributes' row; never relabelled).
     ctr        int64 counters, zeroed before each launch (named below, each on its own 128-byte
                line so that the queue's head, tail and completion count do not contend), then
                per-(batch, level) node counts and per-(batch, hop) edge counts: the only thing
@@ -28,12 +31,15 @@ a program claims work with one atomic add on a counter, until none is left:
    A task draws its k = min(deg, fanout) picks (Floyd's algorithm, see `_floyd`: O(k) steps
    whatever the degree, from Philox counters (node, batch's stream position, hop, step), so the
    draws depend on the seed alone, never on which program runs a task or when), writes its k
-   edges, still in global ids, at slots reserved from its (batch, hop) edge counter, and lowers
-   every neighbour u's level to h with atomic_min. The work of a task is k, never its degree: a
-   hub with 100k in-neighbours and a leaf cost the same (NextDoor's balance by neighbours to
-   sample). A chunk's tasks of every hop and of both kinds (Floyd rows, deg > fanout, and
-   take-all rows) share one [C, W] tile of picks; only take-all rows longer than W (possible
-   only for a fanout above W) take further tiles, TW at a time.
+   edges, still in global ids, with their CSC positions at slots reserved from its (batch, hop)
+   edge counter, and lowers every neighbour u's level to h with atomic_min. The work of a task is
+   k, never its degree: a hub with 100k in-neighbours and a leaf cost the same (NextDoor's
+   balance by neighbours to sample). A chunk's tasks of every hop and of both kinds (Floyd rows,
+   deg > fanout, and take-all rows) share one [C, W] tile of picks; only take-all rows longer
+   than W (possible only for a fanout above W) take further tiles, TW at a time.
+   With WEIGHTED (a constexpr: its own compiled variant) the rows with deg > fanout draw by
+   weight instead (`_weighted`: Efraimidis-Spirakis keys from the same kind of Philox counters,
+   the row read TW edges at a time, O(deg)); everything else is the same.
    Dedup per (vertex, hop), by construction: a node of level l needs exactly the tasks
    (u, l+1) .. (u, L), since every vertex of N_{h-1} samples at hop h. When atomic_min lowers u's
    level from `old` to h, the program that did it pushes the tasks it newly owes, hops
@@ -101,6 +107,7 @@ import triton
 import triton.language as tl
 
 MAX_HOPS = 14
+INT64_MAX = tl.constexpr(2**63 - 1)
 EMPTY = tl.constexpr(15)  # level bits of an unreached node; levels are 0..L <= 14
 
 # Counter slots (int64) in `ctr`, one 128-byte line apart (16 int64s); then B * (L + 1)
@@ -241,15 +248,96 @@ def _floyd(deg, k, big, v, b, hop, seed, stream, C: tl.constexpr, W: tl.constexp
 
 
 @triton.jit
+def _packed_keys(start, offset, inside, v, key, wkeys, seed):
+    """The sort keys of a tile of a row's edges (`offset` within the row, where `inside`), each
+    packed with its offset into one int64; INT64_MAX outside the row.
+
+    Efraimidis-Spirakis: offset i gets key_i = log(E_i) + wkeys[start + i], E_i = -log(u_i) ~
+    Exp(1), wkeys = -log(w / w_max) (ZERO_WEIGHT_KEY for a zero weight, samplers/weights.py), and
+    a row takes its k smallest keys. In order, each pick is the edge of the smallest E_i / w_i
+    among those left, which is edge i with probability w_i / (their total weight) (the first of
+    independent exponential clocks of rates w_i): successive sampling in proportion to the
+    weights; zero weights come after every positive one, uniformly among themselves.
+    u_i = (23 random bits + 0.5) / 2**23 is exact in float32 and lies in [2**-24, 1 - 2**-24], so
+    E_i <= 16.7; E_i is held >= 2**-25 (below its least exact value, against a fast log's error
+    near u = 1), so log(E_i) lies in [-17.4, 2.9] and key_i + 32 is a positive normal float32,
+    never NaN, whose bits order as the float does: (bits << 32) | i, distinct within a row, orders
+    as the keys (keys equal in float32 go to the lower offset; float32 resolves a weight to ~1e-6
+    of itself). u_i comes from Philox (node, the batch's stream position and hop, offset): a pure
+    function of the seed, whichever program runs the task, so overflow reruns draw the same picks.
+    """
+    r, _, _, _ = tl.philox(seed, v.to(tl.uint32)[:, None] + key * 0, key, offset.to(tl.uint32), key * 0)
+    u = ((r >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
+    weight_key = tl.load(wkeys + start[:, None] + offset, mask=inside, other=0.0)
+    sort_key = tl.log(tl.maximum(-tl.log(u), 2.9802322e-08)) + weight_key + 32.0  # E >= 2**-25
+    return tl.where(inside, (sort_key.to(tl.int32, bitcast=True).to(tl.int64) << 32) | offset, INT64_MAX)
+
+
+@triton.jit
+def _keep_smallest(best, kth, packed, W: tl.constexpr):
+    """Merge a tile of packed keys into `best`, which holds, in its first k columns, the k smallest
+    keys of its row seen so far (INT64_MAX while fewer were seen; -1 in the columns past k, never
+    a maximum), in no order; `kth` is its maximum, the k-th smallest. No sort: Triton's is a
+    bitonic network, and interpreted it takes seconds a tile.
+
+    While some row's smallest remaining candidate `least` is below its `kth`, that candidate
+    replaces the maximum (its first column, if several) and leaves the tile. A row whose `least`
+    is not below its `kth` has no candidate left that could enter (all are >= least), so at the
+    end `best` holds the k smallest of everything read. Termination: each iteration removes one
+    candidate of each row, so at most the tile's width in iterations (about k for a row's first
+    tile, ~0 for its later ones: the i-th edge enters a top k with probability k / i under equal
+    weights).
+    Uniform: the condition is a reduction of keys every warp computes alike (`_packed_keys`).
+    """
+    slot = tl.arange(0, W)[None, :]
+    least = tl.min(packed, axis=1)
+    while tl.max((least < kth).to(tl.int32), axis=0) > 0:
+        at_max = tl.min(tl.where(best == kth[:, None], slot, W), axis=1)
+        best = tl.where((least < kth)[:, None] & (slot == at_max[:, None]), least[:, None], best)
+        packed = tl.where(packed == least[:, None], INT64_MAX, packed)
+        kth = tl.max(best, axis=1)
+        least = tl.min(packed, axis=1)
+    return best, kth
+
+
+@triton.jit
+def _weighted(start, deg, k, big, v, b, hop, wkeys, seed, stream, C: tl.constexpr, W: tl.constexpr,
+              T: tl.constexpr):
+    """Offsets (within each adjacency list) of the picks of rows with deg > fanout, drawn by
+    weight without replacement (samplers/weights.py): [C, W], the first k of each row valid.
+
+    Each row's k smallest Efraimidis-Spirakis keys (`_packed_keys`), read T offsets a tile and
+    kept in `best` (`_keep_smallest`). Termination: ceil(longest / T) tiles, `longest` the chunk's
+    largest weighted-row degree (a reduction of degrees from indptr, read-only: uniform). O(deg)
+    per task, as any weighted draw without preprocessing (pyg-lib's too); uniform rows stay O(k).
+    """
+    col = tl.arange(0, T)[None, :]
+    key = (((stream + b) << 4) | hop).to(tl.uint32)[:, None] + tl.zeros([C, T], dtype=tl.uint32)
+    rows = tl.where(big & (k > 0), deg, 0)  # (a fanout of 0 draws nothing: no row to read)
+    longest = tl.max(rows, axis=0)
+    best = tl.where(tl.arange(0, W)[None, :] < k[:, None], INT64_MAX, -1).to(tl.int64)
+    kth = tl.max(best, axis=1)
+    c0 = longest * 0  # a tensor loop variable, as in _sample_tasks' WIDE loop
+    while c0 < longest:
+        offset = c0 + col
+        packed = _packed_keys(start, offset, offset < rows[:, None], v, key, wkeys, seed)
+        best, kth = _keep_smallest(best, kth, packed, W)
+        c0 += T
+    return best & 0xFFFFFFFF
+
+
+@triton.jit
 def _visit(at, slot, valid, b, v, hop, indices, state, queue, records, edges, lo, cap, ctr,
            N, Q_CAP, R_CAP, E_STRIDE, L: tl.constexpr):
     """Picks at CSC positions `at` ([tasks, picks]) of hop `hop`: write their edges (global ids
-    until phase 3) at `slot`, and lower each neighbour's level to `hop`: whoever lowers it owes
-    the tasks of its new hops. Every mask is uniform (from the task words and atomics' results)."""
+    until phase 3) and their CSC positions at `slot`, and lower each neighbour's level to `hop`:
+    whoever lowers it owes the tasks of its new hops. Every mask is uniform (from the task words
+    and atomics' results)."""
     u = tl.load(indices + at, mask=valid, other=0).to(tl.int64)
     keep = valid & (slot < cap)
     tl.store(edges + lo + slot, u, mask=keep)
     tl.store(edges + lo + E_STRIDE + slot, v + slot * 0, mask=keep)
+    tl.store(edges + lo + 2 * E_STRIDE + slot, at, mask=keep)
     ub = b * N + u
     h = (hop + slot * 0).to(tl.int32)
     old = tl.atomic_min(state + ub, h, mask=valid, sem="relaxed")
@@ -262,9 +350,10 @@ def _visit(at, slot, valid, b, v, hop, indices, state, queue, records, edges, lo
 
 
 @triton.jit
-def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
+def _sample_tasks(task, got, indptr, indices, wkeys, fanouts, state, queue, records, edges, eoff, ctr,
                   N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L: tl.constexpr, W: tl.constexpr,
-                  TW: tl.constexpr, C: tl.constexpr, EBINS: tl.constexpr, WIDE: tl.constexpr):
+                  TW: tl.constexpr, C: tl.constexpr, EBINS: tl.constexpr, WIDE: tl.constexpr,
+                  WEIGHTED: tl.constexpr):
     """Run the tasks of one chunk (lanes where `got`)."""
     hop = tl.where(got, task & 15, 1)
     vb = tl.where(got, task >> 4, 0)
@@ -274,15 +363,18 @@ def _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, ed
     deg = tl.load(indptr + v + 1, mask=got, other=0) - start
     fanout = tl.load(fanouts + hop - 1, mask=got, other=0).to(tl.int64)
     k = tl.minimum(deg, fanout)
-    big = deg > fanout  # Floyd rows (k = fanout <= W); the others take all their deg neighbours
+    big = deg > fanout  # Floyd (or weighted) rows, k = fanout <= W; the others take all their deg neighbours
     # Edge slots, k per task, reserved per (batch, hop).
     first = _reserve_binned(ctr + FIXED + B * (L + 1), (b * L + hop - 1).to(tl.int32), k, EBINS)[:, None]
-    lo = (b * 2 * E_STRIDE + tl.load(eoff + hop - 1))[:, None]
+    lo = (b * 3 * E_STRIDE + tl.load(eoff + hop - 1))[:, None]
     cap = (tl.load(eoff + hop) - tl.load(eoff + hop - 1))[:, None]
     col = tl.arange(0, W)[None, :]
     at = col + tl.zeros([C, W], dtype=tl.int64)  # take-all rows: their first W neighbours
     if tl.max(big.to(tl.int32), axis=0) > 0:
-        at = tl.where(big[:, None], _floyd(deg, k, big, v, b, hop, seed, stream, C, W), at)
+        if WEIGHTED:
+            at = tl.where(big[:, None], _weighted(start, deg, k, big, v, b, hop, wkeys, seed, stream, C, W, TW), at)
+        else:
+            at = tl.where(big[:, None], _floyd(deg, k, big, v, b, hop, seed, stream, C, W), at)
     _visit(start[:, None] + at, first + col, got[:, None] & (col < k[:, None]), b[:, None], v[:, None],
            hop[:, None], indices, state, queue, records, edges, lo, cap, ctr, N, Q_CAP, R_CAP, E_STRIDE, L)
     if WIDE:  # a fanout above W: take-all rows may be longer than one tile
@@ -308,10 +400,10 @@ def _all_done(ctr, Q_CAP):
 
 
 @triton.jit
-def _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
+def _drain_queue(indptr, indices, wkeys, fanouts, state, queue, records, edges, eoff, ctr,
                  N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream,
                  L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr,
-                 EBINS: tl.constexpr, WIDE: tl.constexpr):
+                 EBINS: tl.constexpr, WIDE: tl.constexpr, WEIGHTED: tl.constexpr):
     """Phase 1. Every condition is uniform: `slots` comes from a scalar atomic, `task` from a
     vector exchange (both broadcast to every thread), `todo` and `got` from those alone, and the
     termination test from two atomics.
@@ -337,8 +429,8 @@ def _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, c
             task = tl.atomic_xchg(queue + slots, tl.full([C], -1, tl.int64), mask=todo, sem="acquire")
             got = todo & (task >= 0)
             if tl.max(got.to(tl.int32), axis=0) > 0:
-                _sample_tasks(task, got, indptr, indices, fanouts, state, queue, records, edges, eoff,
-                              ctr, N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE)
+                _sample_tasks(task, got, indptr, indices, wkeys, fanouts, state, queue, records, edges, eoff,
+                              ctr, N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE, WEIGHTED)
                 tl.debug_barrier()  # every thread's writes of these tasks come before the release
                 tl.atomic_add(ctr + COMPLETED, tl.sum(got.to(tl.int64), axis=0), sem="release")
                 todo = todo & (got == 0)
@@ -371,7 +463,8 @@ def _seed_positions(c, seeds, seed_batch, seed_off, N, S, CH: tl.constexpr):
 
 @triton.jit
 def _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L: tl.constexpr, CH: tl.constexpr):
-    """Chunk c of the edge buffer [B, 2, E_STRIDE] (hop h of batch b at eoff[h-1]..eoff[h])."""
+    """Chunk c of the edge buffer [B, 3, E_STRIDE] (hop h of batch b at eoff[h-1]..eoff[h]): its
+    neighbours and targets (rows 0 and 1) to local ids; the CSC positions (row 2) stay as they are."""
     p = c * CH + tl.arange(0, CH)
     inside = p < B.to(tl.int64) * E_STRIDE  # sizes bind as i32 where they fit: their product may not
     p = tl.where(inside, p, 0)  # keep every address computed below in bounds
@@ -382,7 +475,7 @@ def _relabel_edges(c, state, edges, eoff, ctr, seed_off, N, B, E_STRIDE, L: tl.c
         hop0 += (at >= tl.load(eoff + h)).to(p.dtype)
     fill = tl.load(ctr + FIXED + B * (L + 1) + b * L + hop0, cache_modifier=".cg")
     m = inside & (at - tl.load(eoff + hop0) < fill)
-    addr = edges + b * 2 * E_STRIDE + at
+    addr = edges + b * 3 * E_STRIDE + at
     src = tl.load(addr, mask=m, other=0, cache_modifier=".cg")
     dst = tl.load(addr + E_STRIDE, mask=m, other=0, cache_modifier=".cg")
     tl.store(addr, _local_id(state, ctr, seed_off, b * N + src, b, m, L), mask=m)
@@ -403,10 +496,10 @@ def _write_n_id(c, records, state, n_id, ctr, seed_off, N, R, N_CAP, L: tl.const
 
 # Sizes change from call to call: do not compile a variant per value (== 1, multiple of 16).
 @triton.jit(do_not_specialize=["N", "B", "Q_CAP", "R_CAP", "E_STRIDE", "N_CAP", "seed", "stream"])
-def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, state, queue, records, edges, eoff,
-                        n_id, ctr, N, B, Q_CAP, R_CAP, E_STRIDE, N_CAP, seed, stream,
+def fused_sample_kernel(indptr, indices, wkeys, fanouts, seeds, seed_batch, seed_off, state, queue, records, edges,
+                        eoff, n_id, ctr, N, B, Q_CAP, R_CAP, E_STRIDE, N_CAP, seed, stream,
                         L: tl.constexpr, W: tl.constexpr, TW: tl.constexpr, C: tl.constexpr, CH: tl.constexpr,
-                        EBINS: tl.constexpr, LBINS: tl.constexpr, WIDE: tl.constexpr):
+                        EBINS: tl.constexpr, LBINS: tl.constexpr, WIDE: tl.constexpr, WEIGHTED: tl.constexpr):
     S = tl.load(seed_off + B)  # written by the host: the same in every warp
     seed_chunks = tl.cdiv(S, CH)
 
@@ -420,8 +513,8 @@ def fused_sample_kernel(indptr, indices, fanouts, seeds, seed_batch, seed_off, s
     _wait_until(ctr + SEED_DONE, seed_chunks)
 
     # 1. every hop at once, from the task queue, until no task is queued or running.
-    _drain_queue(indptr, indices, fanouts, state, queue, records, edges, eoff, ctr,
-                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE)
+    _drain_queue(indptr, indices, wkeys, fanouts, state, queue, records, edges, eoff, ctr,
+                 N, B, Q_CAP, R_CAP, E_STRIDE, seed, stream, L, W, TW, C, EBINS, WIDE, WEIGHTED)
 
     # 2. slots within each (batch, level); seeds keep their position. The record count is final
     # (every record was reserved before its task completed) and read by an atomic: uniform.

@@ -13,21 +13,23 @@ from conveyor.core.fields import BEYOND_INT64, INT64_MAX
 ALL_NEIGHBOURS = -1  # a fanout of -1 takes every in-neighbour, as in PyG and DGL
 
 
-def check_fanouts(fanouts: Sequence[int]) -> list[int]:
-    """The fanouts as a list of ints, each >= 1 or -1 (every neighbour). Nothing is coerced: a
-    string ('15' is not [1, 5]), a float (2.7 is not 2) or a bool is refused, so what runs is
-    what was written."""
+def check_fanouts(fanouts: Sequence[int], name: str = "sampler.fanouts") -> list[int]:
+    """The fanouts as a list of ints, each >= 0 (0: no neighbour at that hop, as in PyG) or -1
+    (every neighbour). Nothing is coerced: a string ('15' is not [1, 5]), a float (2.7 is not 2)
+    or a bool is refused, so what runs is what was written. `name`: what the caller calls them
+    (num_neighbors in Python)."""
+    example = f"{name}=[15,10,5]" if "." in name else f"{name}=[15, 10, 5]"
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or not fanouts:
-        raise ConveyorError(f"sampler.fanouts must be a non-empty list of positive integers or -1, "
-                            f"one per hop (e.g. sampler.fanouts=[15,10,5]), got {fanouts!r}.")
+        raise ConveyorError(f"{name} must be a non-empty list of integers >= 0 or -1, one per hop (e.g. "
+                            f"{example}), got {fanouts!r}.")
     huge = [f for f in fanouts if _is_integer(f) and f > INT64_MAX]
     if huge:
-        raise ConveyorError(f"sampler.fanouts holds {huge[0]}, {BEYOND_INT64}; write -1 for every "
+        raise ConveyorError(f"{name} holds {huge[0]}, {BEYOND_INT64}; write -1 for every "
                             f"neighbour of that hop, or a fanout below that (e.g. [15, 10, 5]).")
-    if not all(_is_integer(f) and (1 <= f or f == ALL_NEIGHBOURS) for f in fanouts):
+    if not all(_is_integer(f) and (0 <= f or f == ALL_NEIGHBOURS) for f in fanouts):
         raise ConveyorError(
-            f"sampler.fanouts must be a non-empty list of positive integers (one per hop, e.g. "
-            f"[15, 10, 5]), or -1 for every neighbour of that hop, got {list(fanouts)}.")
+            f"{name} must be a non-empty list of integers >= 0 (one per hop, e.g. [15, 10, 5]; 0: no "
+            f"neighbour at that hop), or -1 for every neighbour of that hop, got {list(fanouts)}.")
     return [int(f) for f in fanouts]
 
 

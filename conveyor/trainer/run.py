@@ -32,6 +32,7 @@ from conveyor.trainer.loop.layerwise import resolve_inference
 from conveyor.trainer.loop.loss import default_loss
 from conveyor.trainer.loop.precision import Precision, resolve_precision
 from conveyor.trainer.loop.schedule import build_scheduler, step_scheduler
+from conveyor.trainer.models.edges import edge_spec
 from conveyor.trainer.models.gcn import training_degree
 from conveyor.trainer.models.portable import portable_spec, with_weights
 from conveyor.trainer.models.sampled import build_model
@@ -89,20 +90,24 @@ class Run:
         return self.settings.trainer.epochs
 
 
-def loader_parts(settings: TrainingSettings, device: torch.device, recorder=None) -> LoaderParts:
+def loader_parts(settings: TrainingSettings, device: torch.device, recorder=None, attributes=None) -> LoaderParts:
     """The pipeline the settings describe: the sampler and the feature cache as specs, each from its
-    own settings; `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard."""
+    own settings; `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard;
+    `attributes`: the graph's edge attributes the model takes (trainer/models/edges.py), or None."""
     seed = settings.run.seed
     return LoaderParts(SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed),
-                       torch.device(device), settings.pipeline, settings.trainer.largest_batch_ratio, recorder)
+                       torch.device(device), settings.pipeline, settings.trainer.largest_batch_ratio, recorder,
+                       attributes)
 
 
 def build_loader(settings: TrainingSettings, graph: Graph, plan: SeedPlan, device: torch.device,
-                 recorder=None) -> PipelineLoader:
+                 recorder=None, model: torch.nn.Module | None = None) -> PipelineLoader:
     """The run's one batch source: a `PipelineLoader` of `plan`'s seeds over the pipeline the
-    settings describe (in-process or a process pipeline), started now, so that its start-up is no
-    epoch's time. The loop iterates its `epoch(e)`; evaluation runs its other passes through it."""
-    return PipelineLoader(graph, loader_parts(settings, device, recorder), plan).start()
+    settings describe (in-process or a process pipeline), carrying the edge attributes `model`
+    takes, started now, so that its start-up is no epoch's time. The loop iterates its `epoch(e)`;
+    evaluation runs its other passes through it."""
+    attributes = None if model is None else edge_spec(model, graph)
+    return PipelineLoader(graph, loader_parts(settings, device, recorder, attributes), plan).start()
 
 
 def build_batch_source(settings: TrainingSettings, graph: Graph, device: torch.device, recorder=None):
@@ -168,7 +173,9 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     if state is not None:
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
-    source = build_loader(settings, graph, ctx.seed_plan(settings.run.seed), ctx.device, recorder)
+    edges = edge_spec(model, graph)
+    log.info("edge features: %s", ", ".join(edges.edge) if edges else "none the model takes")
+    source = build_loader(settings, graph, ctx.seed_plan(settings.run.seed), ctx.device, recorder, model)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best, data=data)
 

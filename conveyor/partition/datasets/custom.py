@@ -10,10 +10,14 @@ The directory holds one file per array, each as `.npy` (numpy) or `.pt` (a torch
     train_idx   the training nodes: int node ids, or a bool mask of shape [N]   (required, non-empty)
     val_idx     the validation nodes, the same way                                (optional)
     test_idx    the test nodes, the same way                                      (optional)
+    edge_weight float, shape [E]: a weight per edge, in edge_index's order             (optional)
+    edge_attr   float, shape [E, D]: a feature vector per edge, the same way          (optional)
 
 Any real float or integer dtype, in either byte order, is converted; complex, string, object,
 sparse, meta or quantized arrays are refused naming the file and dtype (dtypes.py).
-Node ids run 0..N-1. Duplicate edges are dropped. A missing val/test split becomes an empty
+Node ids run 0..N-1. Duplicate edges are dropped, unless the edges have weights or features:
+then every edge is kept (each its own row), as PyG trains on them, and a model that takes them
+(a GCN: edge_weight; a GAT with edge_dim: edge_attr) gets them. A missing val/test split becomes an empty
 index tensor. `num_classes` is `y.max() + 1` unless given as an option. The values are checked
 too (contents.py): finite features, labels 0..C-1 that all occur, splits without repeated or
 shared nodes; unlabelled val/test nodes are left out of accuracy.
@@ -130,7 +134,24 @@ def load_custom(path: str | Path | None, undirected: bool = False,
                             f"training node.")
     splits = check_splits(splits, y.long(), paths)
 
+    edges = _edge_features(directory, edge_index.size(1))
     if undirected:
         edge_index = symmetrise(edge_index.long())
-    graph = Graph.from_edge_index(edge_index, n, x=x, y=y, **splits)
+        edges = {k: torch.cat([v, v]) for k, v in edges.items()}  # a reverse edge has its original's
+    graph = Graph.from_edge_index(edge_index, n, dedup=not edges, x=x, y=y, edge_attrs=edges, **splits)
     return finish(graph, "custom", classes)
+
+
+def _edge_features(directory: Path, num_edges: int) -> dict:
+    """The optional edge_weight ([E]) and edge_attr ([E, D]) arrays, float32, checked."""
+    found = {}
+    for name, dims in (("edge_weight", 1), ("edge_attr", 2)):
+        value, path = _read(directory, name, required=False)
+        if value is None:
+            continue
+        if value.dim() != dims or value.size(0) != num_edges or value.dtype == torch.bool:
+            want = f"[{num_edges}]" if dims == 1 else f"[{num_edges}, D]"
+            raise ConveyorError(f"{name} in {directory} must be a real array of shape {want} (one row per "
+                                f"edge of edge_index), got dtype {value.dtype} and shape {tuple(value.shape)}.")
+        found[name] = check_features(value.reshape(num_edges, -1), path).reshape(value.shape)
+    return found

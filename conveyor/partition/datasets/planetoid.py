@@ -88,4 +88,4 @@ def load_planetoid(name: str, root: str | Path) -> Graph:
                 f"({exc}); delete them and run `python scripts/prepare_planetoid.py --root {root}` "
                 f"to fetch them again.") from exc
     data.edge_index = symmetrise(data.edge_index)  # already symmetric; kept as a guarantee
-    return finish(Graph.from_data(data), name, int(data.y.max()) + 1)
+    return finish(Graph.from_data(data, dedup=True), name, int(data.y.max()) + 1)

@@ -16,6 +16,7 @@ from conveyor.core import ConveyorError
 from conveyor.trainer.loop.interrupts import raise_if_stop_requested
 from conveyor.trainer.loop.loss import default_loss, targets
 from conveyor.trainer.loop.meter import DeviceMeter
+from conveyor.trainer.models.edges import model_edges
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
@@ -35,7 +36,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
         t0 = time.perf_counter()
         extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers(), **extra)
+            out = model(pb.x.float(), pb.batch.layers(), **extra, **model_edges(model, pb))
             loss = loss_fn(out, targets(pb.y))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -102,7 +103,7 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
         raise_if_stop_requested()
         extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers(), **extra)
+            out = model(pb.x.float(), pb.batch.layers(), **extra, **model_edges(model, pb))
             loss = loss_fn(out, targets(pb.y))
         meter.add(out, pb.y, loss)
         del pb, out, loss

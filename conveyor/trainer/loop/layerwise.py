@@ -18,6 +18,7 @@ memory (nodes x hidden x 4 bytes: ~2.5 GB for ogbn-products at hidden 256), as i
 """
 from __future__ import annotations
 
+import inspect
 from contextlib import nullcontext
 
 import torch
@@ -29,7 +30,8 @@ from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
 from conveyor.trainer.models.adapter import PerHopGNN
-from conveyor.trainer.models.gcn import graph_degree, takes_degree
+from conveyor.trainer.models.edges import edge_inputs
+from conveyor.trainer.models.gcn import degree_weight, graph_degree, takes_degree
 
 
 def can_run_layerwise(model: nn.Module) -> bool:
@@ -52,6 +54,13 @@ def resolve_inference(name: str, model: nn.Module) -> str:
     return "sampled"
 
 
+def layer_edge_inputs(model: nn.Module, graph: Graph) -> list:
+    """The graph's edge attributes the model's layers take, by name (trainer/models/edges.py)."""
+    parameters = inspect.signature(model.inference_per_layer).parameters
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
+    return [n for n in edge_inputs(model) if n in graph.edge_attrs and (takes_any or n in parameters)]
+
+
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
@@ -65,7 +74,9 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
     plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
-    degree = graph_degree(graph) if takes_degree(model, model.inference_per_layer) else None
+    takes_degrees = takes_degree(model, model.inference_per_layer)
+    degree = graph_degree(graph, degree_weight(model, graph)) if takes_degrees else None
+    edge_names = layer_edge_inputs(model, graph)
     inputs = outputs = graph.x  # layer 1 reads the features, by global id
     for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
         if batch.start == 0:  # a new layer: its input is the previous layer's output
@@ -76,6 +87,7 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
             x = inputs[batch.rows]
             x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
         extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
+        extra.update({n: graph.edge_attrs[n][batch.positions.cpu()].to(device) for n in edge_names})
         with autocast():
             out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)
         out = out.float().cpu()

@@ -33,6 +33,7 @@ class LayerBatch:
     edge_index: Tensor  # local ids, row 0 sources, row 1 targets
     num_dst: int
     x: Optional[Tensor] = None  # layer 0: n_id's features as the pipeline gathered them (else read by rows)
+    positions: Optional[Tensor] = None  # the edges' CSC positions: their attributes' rows (edge_weight, edge_attr)
 
 
 def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
@@ -71,7 +72,8 @@ class LayerwisePlan:
     def __iter__(self) -> Iterator[LayerBatch]:
         if self.kept is None:
             return self.draw_and_keep() if self.keep else self.draw()
-        return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.edge_index.long(), b.num_dst) for b in self.kept)
+        return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.edge_index.long(), b.num_dst, None,
+                           None if b.positions is None else b.positions.long()) for b in self.kept)
 
     def draw_and_keep(self) -> Iterator[LayerBatch]:
         """The first pass draws the batches as it goes (its progress bar counts the drawing too)."""
@@ -88,13 +90,14 @@ class LayerwisePlan:
                 batch = full.sample(wanted[start:start + self.batch_size])
                 (edge_index, _num_src, num_dst), = batch.layers()
                 rows = batch.n_id if layer == 0 else torch.searchsorted(self.targets[layer - 1], batch.n_id)
-                yield LayerBatch(layer, start, batch.n_id, rows, edge_index, num_dst)
+                yield LayerBatch(layer, start, batch.n_id, rows, edge_index, num_dst, None, batch.edge_pos_per_hop[0])
 
     @staticmethod
     def compact(batch: LayerBatch) -> LayerBatch:
         """Kept in int32 where ids fit (they do below 2^31 nodes): half the memory."""
         narrow = torch.int32 if batch.n_id.numel() < 2 ** 31 else torch.int64
-        return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, batch.edge_index.to(narrow), batch.num_dst)
+        return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, batch.edge_index.to(narrow), batch.num_dst,
+                          None, batch.positions)
 
 
 class PipelinePlan:
@@ -118,6 +121,7 @@ class PipelinePlan:
                 (edge_index, _num_src, num_dst), = batch.batch.layers()
                 n_id = batch.batch.n_id.cpu()
                 rows = n_id if layer == 0 else torch.searchsorted(self.targets[layer - 1], n_id)
+                positions = batch.batch.edge_pos_per_hop
                 yield LayerBatch(layer, index * self.batch_size, n_id, rows, edge_index, num_dst,
-                                 batch.x if layer == 0 else None)
+                                 batch.x if layer == 0 else None, None if positions is None else positions[0])
 

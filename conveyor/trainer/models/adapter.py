@@ -24,6 +24,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from conveyor.core import ConveyorError
 from conveyor.core.errors import one_line
 from conveyor.trainer.models.dropout import dropout
+from conveyor.trainer.models.edges import layer_inputs
 from conveyor.trainer.models.gcn import gcn_layer
 
 # Layers that take (source features, target features): they compute only the num_dst targets.
@@ -40,9 +41,10 @@ class PerHopForward(nn.Module):
 
     fast_dropout = True
 
-    def forward(self, x: Tensor, layers, degree: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, layers, degree: Tensor | None = None, **edges) -> Tensor:
         """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer;
-        `degree`: each node's whole-graph in-degree, for GCN's normalisation (trainer/models/gcn.py)."""
+        `degree`: each node's whole-graph in-degree, for GCN's normalisation (trainer/models/gcn.py);
+        `edges`: edge_weight and/or edge_attr, one tensor per layer (trainer/models/edges.py)."""
         layers = list(layers)
         if len(layers) != self.num_layers:
             raise ConveyorError(f"the model has {self.num_layers} layers but the batch has "
@@ -50,7 +52,7 @@ class PerHopForward(nn.Module):
         x = dropout(x, self.input_dropout, self.training, self.fast_dropout)
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
             extra = {} if degree is None else {"degree": degree[:num_src]}
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra)
+            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra, **layer_inputs(edges, i))
         return x
 
 
@@ -71,18 +73,19 @@ class PerHopGNN(PerHopForward):
         return self.gnn.num_layers
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
-                            degree: Tensor | None = None) -> Tensor:
+                            degree: Tensor | None = None, **edges) -> Tensor:
         """BasicGNN's own `inference_per_layer`, but bipartite where the layer allows it (only the
         `batch_size` targets are computed) and with its dropout while training, so that
-        `forward` runs hop by hop through it. `degree`: as SampledGNN's (trainer/models/gcn.py)."""
+        `forward` runs hop by hop through it. `degree`: as SampledGNN's (trainer/models/gcn.py);
+        `edges`: this layer's edge_weight and/or edge_attr, handed to the conv as BasicGNN does."""
         gnn = self.gnn
         conv, norm = gnn.convs[layer], gnn.norms[layer]
-        if isinstance(conv, BIPARTITE):
-            x = bipartite_layer(conv, x, edge_index, batch_size)
-        elif isinstance(conv, GCNConv):
-            x = gcn_layer(conv, x, edge_index, batch_size, degree)
+        if isinstance(conv, GCNConv):
+            x = gcn_layer(conv, x, edge_index, batch_size, degree, edges.get("edge_weight"))
+        elif isinstance(conv, BIPARTITE):
+            x = bipartite_layer(conv, x, edge_index, batch_size, **conv_edges(gnn, edges))
         else:
-            x = conv(x, edge_index)[:batch_size]
+            x = conv(x, edge_index, **conv_edges(gnn, edges))[:batch_size]
         if layer < gnn.num_layers - 1:
             x = gnn.act(x) if gnn.act is not None and gnn.act_first else x
             x = norm(x)
@@ -91,14 +94,20 @@ class PerHopGNN(PerHopForward):
         return x
 
 
-def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int) -> Tensor:
+def conv_edges(gnn: BasicGNN, edges: dict) -> dict:
+    """The edge inputs a BasicGNN hands its convs (as its forward does: by its supports_* flags)."""
+    takes = {"edge_weight": gnn.supports_edge_weight, "edge_attr": gnn.supports_edge_attr}
+    return {name: value for name, value in edges.items() if takes.get(name)}
+
+
+def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int, **edges) -> Tensor:
     """`conv` from the sources `x` to the first `num_dst` of them. Without autograd (evaluation)
     on the CPU, a SAGEConv sums by a sparse CSR product (PyG's spmm), the same sums 3-5x faster
     than gathering every edge's source row (on this CPU: 0.26-0.43 against 1.33-1.42 s for 250K
     edges at width 256); training keeps the edge list, whose backward is PyG's usual."""
     if isinstance(conv, SAGEConv) and not torch.is_grad_enabled() and x.device.type == "cpu":
         edge_index = csr_adjacency(edge_index, num_dst, x.size(0))
-    return conv((x, x[:num_dst]), edge_index)
+    return conv((x, x[:num_dst]), edge_index, **edges)
 
 
 def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
@@ -122,18 +131,32 @@ class EdgeIndexGNN(nn.Module):
     nodes; the seeds' rows of its output. Every layer then computes every batch node, so it costs
     more than PerHopGNN's hop-by-hop layers."""
 
+    takes_edge_pos = True  # trainer/models/edges.py: the positions that tell repeats from parallel edges
+
     def __init__(self, module: nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, x: Tensor, layers) -> Tensor:
+    def forward(self, x: Tensor, layers, edge_pos=None, **edges) -> Tensor:
+        """`edge_pos` and `edges` (edge_weight, edge_attr): per layer, as PerHopForward's."""
         layers = list(layers)
         num_nodes, num_seeds = layers[0][1], layers[-1][2]
-        edges = torch.cat([edge_index for edge_index, _, _ in layers], 1)
-        # A node of an inner hop draws its in-neighbours again at each later hop: drop the repeats.
-        key = torch.unique(edges[1] * num_nodes + edges[0])
-        edge_index = torch.stack([key % num_nodes, key // num_nodes])
-        return self.module(x[:num_nodes], edge_index)[:num_seeds]
+        edge_index = torch.cat([edge_index for edge_index, _, _ in layers], 1)
+        # A node of an inner hop draws its in-neighbours again at each later hop: drop the repeats,
+        # the same edge drawn twice (by position: parallel edges stay apart).
+        key = torch.cat(edge_pos) if edge_pos is not None else edge_index[1] * num_nodes + edge_index[0]
+        key, first = first_of_each(key)
+        edge_index = edge_index[:, first]
+        inputs = {name: torch.cat(values)[first] for name, values in edges.items()}
+        return self.module(x[:num_nodes], edge_index, **inputs)[:num_seeds]
+
+
+def first_of_each(key: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct values of `key`, ascending, and the index of each one's first occurrence."""
+    values, inverse = torch.unique(key, return_inverse=True)
+    first = torch.full((values.numel(),), key.numel(), dtype=torch.long, device=key.device)
+    first.scatter_reduce_(0, inverse, torch.arange(key.numel(), device=key.device), "amin")
+    return values, first
 
 
 def takes_edge_index(module: nn.Module) -> bool:

@@ -18,14 +18,22 @@ from torch_geometric.nn import GCNConv
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
+from conveyor.trainer.models.edges import edge_inputs
 
 
-def graph_degree(graph: Graph) -> Tensor:
+def graph_degree(graph: Graph, weight: Tensor | None = None) -> Tensor:
     """Each node's in-edges in the whole graph, its self-loops left out: GCNConv drops them and
-    adds one self-loop of its own per node (add_remaining_self_loops)."""
+    adds one self-loop of its own per node (add_remaining_self_loops). `weight` (the edges' weights
+    in CSC order): their sum instead of their count, as GCNConv's weighted degree."""
     dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.in_degree())
-    loops = torch.bincount(dst[graph.indices.long() == dst], minlength=graph.num_nodes)
-    return graph.in_degree() - loops
+    weight = torch.ones(graph.num_edges) if weight is None else weight.float()
+    kept = graph.indices.long() != dst
+    return torch.zeros(graph.num_nodes).index_add_(0, dst[kept], weight[kept])
+
+
+def degree_weight(model: torch.nn.Module, graph: Graph) -> Tensor | None:
+    """The edge weights GCN's whole-graph degrees sum, where the model weighs its edges."""
+    return graph.edge_attrs.get("edge_weight") if "edge_weight" in edge_inputs(model) else None
 
 
 def takes_degree(model: torch.nn.Module, method) -> bool:
@@ -43,20 +51,25 @@ def training_degree(gcn_degrees: str, graph: Graph, model: torch.nn.Module, devi
         raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but the "
                             f"model ({type(model).__name__}) has no GCNConv or its forward takes no `degree`; "
                             f"use model.gcn_degrees=batch (the default), or model=gcn.")
-    return graph_degree(graph).to(device)
+    return graph_degree(graph, degree_weight(model, graph)).to(device)
 
 
-def gcn_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, degree: Tensor | None) -> Tensor:
+def gcn_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, degree: Tensor | None,
+              edge_weight: Tensor | None = None) -> Tensor:
     """`conv`'s output at the first `num_dst` rows of `x` (the targets, whose in-edges
-    `edge_index` holds: row 0 sources, row 1 targets, local ids). `degree`: the whole-graph
-    in-degree (graph_degree) of each row of `x`; None: GCNConv's own, over `edge_index`."""
+    `edge_index` holds: row 0 sources, row 1 targets, local ids), its edges weighed by
+    `edge_weight` where given. `degree`: the whole-graph in-degree (graph_degree, weighted as the
+    edges are) of each row of `x`; None: GCNConv's own, over `edge_index`."""
     if degree is None or not conv.normalize:
-        return conv(x, edge_index)[:num_dst]
-    src, dst = edge_index[:, edge_index[0] != edge_index[1]] if conv.add_self_loops else edge_index
+        return conv(x, edge_index, edge_weight)[:num_dst]
+    kept = edge_index[0] != edge_index[1] if conv.add_self_loops else slice(None)
+    src, dst = edge_index[:, kept]
     fill = (2.0 if conv.improved else 1.0) if conv.add_self_loops else 0.0
     deg = degree.to(x.device, x.dtype) + fill
     norm = deg.pow(-0.5).masked_fill(deg == 0, 0.0)  # as gcn_norm: no edges, no weight
     weight = norm[src] * norm[dst]
+    if edge_weight is not None:
+        weight = weight * edge_weight[kept].to(weight.dtype)
     if conv.add_self_loops:  # the targets' own: fill / deg
         loops = torch.arange(num_dst, device=x.device)
         src, dst = torch.cat([src, loops]), torch.cat([dst, loops])

@@ -42,8 +42,12 @@ class SampledGNN(PerHopForward):
     def num_layers(self) -> int:
         return len(self.layers)
 
+    def edge_inputs(self) -> tuple:
+        """conveyor's GCN weighs its edges by `edge_weight` where the graph has one."""
+        return ("edge_weight",) if self.kind == "gcn" else ()
+
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
-                            degree: Tensor | None = None) -> Tensor:
+                            degree: Tensor | None = None, edge_weight: Tensor | None = None) -> Tensor:
         """Layer `layer` alone, from the features `x` of its sources (targets first) to its first
         `batch_size` targets, with the activation and dropout after it (dropout only while
         training). PyG's BasicGNN name: `forward` runs it hop by hop, layer-wise inference
@@ -53,7 +57,7 @@ class SampledGNN(PerHopForward):
         if self.kind == "sage":
             x = bipartite_layer(conv, x, edge_index, batch_size)
         elif self.kind == "gcn":
-            x = gcn_layer(conv, x, edge_index, batch_size, degree)
+            x = gcn_layer(conv, x, edge_index, batch_size, degree, edge_weight)
         else:  # mlp: the same depth, but each node sees only its own features
             x = conv(x[:batch_size])
         if layer < len(self.layers) - 1:

@@ -1,0 +1,127 @@
+"""What `conveyor.NeighborLoader` is given (a PyG `Data`, a conveyor `Graph`, or PyG's
+`(FeatureStore, GraphStore)` pair), made into the `Graph` the pipeline samples and gathers from,
+and the `BatchLayout` each batch is rebuilt with as PyG's `filter_data` would: every key of the
+user's data in its order, node-level tensors sliced by `n_id` (x and y in their own dtype and
+shape), edge-level ones by `e_id`, every edge kept (parallel ones too), anything else as it is.
+
+A 2-D `x` goes through the feature cache; every other node-level tensor (a 1-D `x`, `y`, masks,
+...) through the pipeline's attribute store (partition/attributes.py), which gathers it in the
+loader's stage process as the cache gathers `x`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+
+X, NODE, EDGE, EDGE_INDEX, NUM_NODES, OTHER = "x", "node", "edge", "edge_index", "num_nodes", "other"
+
+
+@dataclass
+class BatchLayout:
+    """How a batch rebuilds the user's data: each key in order with its kind (X: the features the
+    cache gathers; NODE, EDGE: sliced attributes; EDGE_INDEX; NUM_NODES: the batch's node count;
+    OTHER: a value copied as it is, kept in `others`)."""
+    keys: List[Tuple[str, str]]
+    others: Dict[str, Any] = field(default_factory=dict)
+
+
+def graph_and_layout(data) -> Tuple[Graph, BatchLayout]:
+    """The pipeline's graph of `data` and how its batches are laid out (module doc)."""
+    if isinstance(data, Graph):
+        return graph_of_graph(data)
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        data = data_of_stores(*data)
+    if type(data).__name__ == "HeteroData" or not hasattr(data, "edge_index"):
+        raise ConveyorError(
+            f"conveyor.NeighborLoader takes a homogeneous graph: a PyG Data, a conveyor.Graph, or a "
+            f"(FeatureStore, GraphStore) pair; got a {type(data).__name__}. For heterogeneous data use "
+            f"torch_geometric.loader.NeighborLoader, or data.to_homogeneous() first.")
+    return graph_of_data(data)
+
+
+def graph_of_graph(graph: Graph) -> Tuple[Graph, BatchLayout]:
+    """A conveyor Graph: x through the cache, y and the other attributes as they are."""
+    keys = [(X, X)] if graph.x is not None else []
+    keys += [(EDGE_INDEX, EDGE_INDEX)] + ([("y", NODE)] if graph.y is not None else [])
+    keys += [(k, NODE) for k in graph.node_attrs] + [(k, EDGE) for k in graph.edge_attrs]
+    node_attrs = {**graph.node_attrs, **({"y": graph.y} if graph.y is not None else {})}
+    return replace(graph, y=None, node_attrs=node_attrs), BatchLayout(keys)
+
+
+def graph_of_data(data) -> Tuple[Graph, BatchLayout]:
+    edge_index = as_tensor(data.edge_index, "edge_index")
+    num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
+    layout, x, nodes, edges = BatchLayout([]), None, {}, {}
+    for key, value in data:
+        kind = kind_of(data, key, value)
+        layout.keys.append((key, kind))
+        if kind == X:
+            x = as_tensor(value, key)
+        elif kind == NODE:
+            nodes[key] = as_tensor(value, key)
+        elif kind == EDGE:
+            edges[key] = as_tensor(value, key)
+        elif kind == OTHER:
+            layout.others[key] = value
+    graph = Graph.from_edge_index(edge_index, num_nodes, dedup=False, x=x, node_attrs=nodes, edge_attrs=edges,
+                                  name=type(data).__name__)
+    return graph.validate(), layout
+
+
+def kind_of(data, key: str, value) -> str:
+    """What `key` of a PyG Data is to a batch (BatchLayout's kinds), as PyG's filter_data decides."""
+    if key in (EDGE_INDEX, NUM_NODES):
+        return key
+    if not isinstance(value, (Tensor, np.ndarray)):
+        return OTHER
+    if data.is_edge_attr(key):
+        return EDGE
+    if data.is_node_attr(key):
+        return X if key == X and value.ndim == 2 else NODE
+    return OTHER
+
+
+def as_tensor(value, key: str) -> Tensor:
+    """A tensor of `value` (a numpy array or memmap shares its memory), on the CPU."""
+    if isinstance(value, np.ndarray):
+        with warnings.catch_warnings():  # a read-only memmap: conveyor only reads it
+            warnings.simplefilter("ignore", UserWarning)
+            value = torch.from_numpy(value)
+    if not isinstance(value, Tensor):
+        raise ConveyorError(f"data.{key} must be a tensor or a numpy array, got a {type(value).__name__}.")
+    value = value.as_subclass(Tensor)  # PyG's EdgeIndex and other subclasses as plain tensors
+    if value.is_cuda:
+        raise ConveyorError(f"data.{key} is on {value.device}; conveyor.NeighborLoader reads the graph from "
+                            f"host memory and puts batches on device=: pass data.cpu().")
+    return value
+
+
+def data_of_stores(feature_store, graph_store):
+    """PyG's (FeatureStore, GraphStore) pair of one node and edge type as a Data: the edges in the
+    store's COO order (their e_id), every tensor of the feature store, and num_nodes (which PyG's
+    batches of a store always carry)."""
+    from torch_geometric.data import Data
+    from torch_geometric.data.graph_store import EdgeLayout
+
+    edge_attrs = graph_store.get_all_edge_attrs()
+    if len(edge_attrs) != 1 or edge_attrs[0].edge_type is not None:
+        raise ConveyorError(f"conveyor.NeighborLoader takes a (FeatureStore, GraphStore) pair of one edge type "
+                            f"(edge_type=None), got {[a.edge_type for a in edge_attrs]}; use "
+                            f"torch_geometric.loader.NeighborLoader for heterogeneous stores.")
+    row, col, _ = graph_store._edge_to_layout(edge_attrs[0], EdgeLayout.COO)
+    data = Data(edge_index=torch.stack([row, col]))
+    sizes = list(edge_attrs[0].size or ())
+    for attr in feature_store.get_all_tensor_attrs():
+        attr.index = None  # the whole tensor
+        data[attr.attr_name] = feature_store.get_tensor(attr)
+        sizes.append(data[attr.attr_name].shape[0])
+    data.num_nodes = max(sizes, default=int(data.edge_index.max()) + 1 if data.edge_index.numel() else 0)
+    return data

@@ -1,0 +1,55 @@
+"""PyG's own tests of its NeighborLoader (tests/data/pyg/test_neighbor_loader.py, verbatim) run
+with conveyor's: the one import changed, PyG's gates on pyg-lib and torch_sparse opened
+(tests/helpers.py, `pyg_spec_tests`). Every homogeneous, non-temporal test that PyG's loader passes
+passes here, over the serial pipeline in full and over the async one for the tests that exercise
+what its processes move (each async loader starts two processes, ~3-5 s). `NOT_RUN` names the
+tests left out, each with its reason (the README lists them too)."""
+import functools
+
+import pytest
+
+from conveyor import NeighborLoader
+from tests.helpers import pyg_spec_tests
+
+NOT_RUN = {
+    "test_hetero_neighbor_loader_basic": "heterogeneous graphs",
+    "test_hetero_neighbor_loader_on_karate": "heterogeneous graphs",
+    "test_custom_hetero_neighbor_loader": "heterogeneous graphs",
+    "test_custom_hetero_neighbor_loader_duplicate": "heterogeneous graphs",
+    "test_hetero_neighbor_loader_sampled_info": "heterogeneous graphs",
+    "test_weighted_hetero_neighbor_loader": "heterogeneous graphs",
+    "test_neighbor_loader_input_id": "heterogeneous graphs (its input_nodes name a node type)",
+    "test_temporal_hetero_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
+    "test_temporal_custom_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
+    "test_edge_level_temporal_homo_neighbor_loader": "temporal sampling (PyG's needs pyg-lib too)",
+    "test_temporal_neighbor_loader_single_link": "temporal sampling (PyG's needs pyg-lib too)",
+    "test_edge_level_temporal_hetero_neighbor_loader": "temporal sampling (PyG's needs pyg-lib too)",
+    "test_pyg_lib_and_torch_sparse_homo_equality": "no loader: compares pyg-lib's and torch_sparse's kernels",
+    "test_pyg_lib_and_torch_sparse_hetero_equality": "no loader: compares pyg-lib's and torch_sparse's kernels",
+    "test_neighbor_loader_with_tensor_frame": "torch_frame is not installed (PyG skips it too)",
+}
+# What the async pipeline's processes move: edge weights and e_id (every subgraph type), a memmap x,
+# stores, a graph without x. The basic tests' attribute slicing runs serially above.
+ASYNC = ("test_homo_neighbor_loader_on_karate", "test_custom_neighbor_loader", "test_memmap_neighbor_loader",
+         "test_neighbor_loader_mapping")
+
+
+def chosen(pipeline: str, names=None) -> dict:
+    tests = pyg_spec_tests("test_neighbor_loader.py", {"NeighborLoader": NeighborLoader}, pipeline,
+                           f"test_{pipeline}__")
+    return {k: t for k, t in tests.items() if k.split("__", 1)[1] not in NOT_RUN
+            and (names is None or k.split("__", 1)[1] in names)}
+
+
+globals().update(chosen("serial"))
+globals().update(chosen("async", ASYNC))
+
+
+@pytest.fixture(scope="session")
+def get_dataset():
+    """PyG's test/conftest.py fixture, for the datasets these tests read (KarateClub: in the package)."""
+    def load_dataset(root: str, name: str, *args, **kwargs):
+        assert "karate" in name.lower(), name
+        from torch_geometric.datasets import KarateClub
+        return KarateClub(*args, **kwargs)
+    return functools.partial(load_dataset, "memory://pyg_test_datasets")
