@@ -42,7 +42,7 @@ def test_share_graph_checks_before_moving_anything():
 
 
 def test_a_small_graph_is_shared_with_its_attributes():
-    graph = Graph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), 3, x=torch.ones(3, 2),
+    graph = Graph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), 3, dedup=False, x=torch.ones(3, 2),
                                   y=torch.zeros(3, dtype=torch.long), node_attrs={"year": torch.arange(3)},
                                   edge_attrs={"w": torch.ones(2)})
     handle = share_graph(graph)
@@ -142,3 +142,22 @@ def test_a_full_shm_allocation_becomes_the_paragraph():
         assert "--shm-size=" in str(paragraph) and "\n" not in str(paragraph)
     assert shm_shortfall(RuntimeError("something else")) is None
     assert shm_shortfall(OSError(2, "No such file")) is None
+
+
+def test_the_attributes_a_batch_carries_are_counted():
+    from conveyor.partition.attributes import AttributeSpec
+    graph = power_law_graph()
+    graph.x, graph.y = torch.ones(graph.num_nodes, 16), torch.zeros(graph.num_nodes, dtype=torch.long)
+    graph.node_attrs = {"year": torch.zeros(graph.num_nodes, dtype=torch.int16)}
+    graph.edge_attrs = {"w": torch.ones(graph.num_edges, 3)}
+    spec, cache = AttributeSpec(node=("year",), edge=("w",), e_id=True), CacheSpec(CacheSettings(policy="none"))
+    plain = PipelineRoom.of(graph, SamplerSpec("bsp", [5]), cache, "cpu", ASYNC)
+    carried = PipelineRoom.of(graph, SamplerSpec("bsp", [5]), cache, "cpu", ASYNC, attributes=spec)
+    assert (carried.shapes.node_extra, carried.shapes.edge_extra) == (2, 3 * 4 + 8)  # int16; 3 floats and an id
+    bound = batch_bound(64, [5], graph.num_nodes, carried.degrees)
+    extra = 1.25 * 4 * (bound.nodes * 2 + bound.edges * 20)  # in each of the 4 ready slots
+    assert carried.slot_bytes(64) - plain.slot_bytes(64) == pytest.approx(extra, abs=2)
+    store = spec.build(graph, "cpu")  # a store says its own fields
+    built = PipelineRoom.of(graph, SamplerSpec("bsp", [5]), cache, "cpu", ASYNC, attributes=store)
+    assert built.shapes == carried.shapes
+    assert PipelineRoom.of(graph, SamplerSpec("bsp", [5]), None, "cpu", ASYNC).shapes.row_bytes == 0  # no x
