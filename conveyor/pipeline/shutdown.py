@@ -55,7 +55,7 @@ def semaphores_named_after_this_process():
         synchronize.SemLock._make_name = previous
 
 
-def collect_if_left(names: Iterable[str], wait_s: float = 0.5) -> None:
+def collect_if_left(names: Iterable[str], wait_s: float = 0.1) -> None:
     """Once the objects holding the semaphores `names` are dropped, each is unlinked as its object
     goes (multiprocessing's finaliser): at once, or as soon as a closed queue's feeder thread (which
     holds two of them) has ended, unless one sits in a reference cycle. Only then, after `wait_s`,
