@@ -32,6 +32,7 @@ from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
+from conveyor.pipeline.room import check_batch_room
 from conveyor.pipeline.seeds import STREAM_SAMPLER, EpochPlan, stream_seed
 
 KEEP_BEHIND = 2  # batches a loop may hold as views: the one it works on, and the one before it
@@ -68,6 +69,8 @@ class NeighborLoader(PipelineLoader):
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
         nodes, self.mask_input = input_node_ids(input_nodes, graph, options.subgraph_type)
+        check_batch_room(graph, list(num_neighbors), min(batch_size, max(nodes.numel(), 1)), device,
+                         row_bytes=0 if graph.x is None else None, fix="Lower batch_size or num_neighbors.")
         super().__init__(graph, parts, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
         self.data, self.options, self.cache_option = data, options, cache
         self._snapshot = snapshot(data)
