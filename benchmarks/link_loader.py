@@ -11,9 +11,11 @@ persistent workers. Per loader, in its own subprocess (one at a time, the same t
   starting the loader's processes included;
 - epoch 2: the same, warm: batches per second, the figure the ratio compares.
 With `--serial`, a third row runs conveyor's loader with `pipeline="serial"` (everything in the
-loop's process): what the pipeline's processes add.
+loop's process): what the pipeline's processes add. `--rounds` rounds run every loader once each,
+interleaved (the order reversed every other round); the table gives each figure's median and range
+over the rounds, and the ratio's, taken per round.
 
-    python -m benchmarks.link_loader --scale 0.05 --fanouts 15,10,5 --batch-size 1024 --links 20480
+    python -m benchmarks.link_loader --scale 0.05 --fanouts 15,10,5 --batch-size 1024 --links 20480 --rounds 5
 
 Prints a table, writes it and the JSON (default benchmarks/results/link_loader_<device>_s<scale>.md/.json).
 """
@@ -22,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.loader import iterate, loader_arguments, run_and_write
+from benchmarks.loader import iterate, loader_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 LOADERS = ("conveyor", "pyg")
@@ -37,6 +40,7 @@ def parse_args(argv=None):
     p.add_argument("--links", type=int, default=20480, help="edges the batches are cut from (an epoch)")
     p.add_argument("--neg-ratio", type=float, default=1.0, help="binary negatives per link")
     p.add_argument("--serial", action="store_true", help="also conveyor's loader with pipeline='serial'")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds: every loader once per round")
     return p.parse_args(argv)
 
 
@@ -94,37 +98,66 @@ def run_worker(args, name: str, result: Path) -> dict:
     return json.loads(result.read_text())
 
 
+def spread(values: list) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
+
+
 def ratios(results: dict) -> dict:
-    per_s = {name: f["epoch2"]["batches_per_s"] for name, f in results.items()}
-    out = {"batches_per_s_ratio": per_s["conveyor"] / per_s["pyg"]}
+    """Per round, conveyor's warm batches per second over PyG's (the same round); their median and range."""
+    per_s = {name: [f["epoch2"]["batches_per_s"] for f in rounds] for name, rounds in results.items()}
+    out = {"batches_per_s_ratio": spread([c / p for c, p in zip(per_s["conveyor"], per_s["pyg"])])}
     if "conveyor-serial" in per_s:
-        out["serial_batches_per_s_ratio"] = per_s["conveyor-serial"] / per_s["pyg"]
+        out["serial_batches_per_s_ratio"] = spread([c / p for c, p in zip(per_s["conveyor-serial"], per_s["pyg"])])
     return out
 
 
+def row(name: str, rounds: list) -> str:
+    warm = spread([f["epoch2"]["batches_per_s"] for f in rounds])
+    first = statistics.median(f["epoch1"]["seconds"] for f in rounds)
+    loads = [f["load_before"][0] for f in rounds]
+    return (f"| {name} | {first:.2f} | {statistics.median(f['epoch2']['seconds'] for f in rounds):.2f} | "
+            f"**{warm['median']:.2f}** ({warm['min']:.2f}-{warm['max']:.2f}) | "
+            f"{statistics.median(f['epoch2']['nodes_per_batch'] for f in rounds):.0f} | "
+            f"{min(loads):.1f}-{max(loads):.1f} | {rounds[0]['how']} |")
+
+
 def table(results: dict, args) -> str:
-    ours, r = results["conveyor"], ratios(results)
-    rows = ["| loader | epoch 1 (start-up incl.) s | warm epoch s | batches/s | nodes per batch | load (1 min) "
-            "before / after | how |", "|---|---|---|---|---|---|---|"]
-    for name, f in results.items():
-        rows.append(f"| {name} | {f['epoch1']['seconds']:.2f} | {f['epoch2']['seconds']:.2f} | "
-                    f"{f['epoch2']['batches_per_s']:.2f} | {f['epoch2']['nodes_per_batch']:.0f} | "
-                    f"{f['load_before'][0]:.1f} / {f['load_after'][0]:.1f} | {f['how']} |")
-    g = ours["graph"]
+    ours, r = results["conveyor"][0], ratios(results)
+    g, said = ours["graph"], lambda x: f"**{x['median']:.2f}x** (range {x['min']:.2f}-{x['max']:.2f})"
     return "\n".join([
         f"# Link loader benchmark: synthetic scale {args.scale} ({g['nodes']} nodes, {g['edges']} edges), "
         f"{g['links']} links, {args.neg_ratio:g} binary negatives per link, fanouts [{args.fanouts}], batch "
-        f"{args.batch_size} links, {args.device}", "",
-        *rows, "",
-        f"- conveyor / PyG batches per second (warm epoch): **{r['batches_per_s_ratio']:.2f}x**",
-        *([f"- conveyor with pipeline='serial' / PyG: **{r['serial_batches_per_s_ratio']:.2f}x**"]
+        f"{args.batch_size} links, {args.device}, {args.rounds} interleaved rounds", "",
+        "| loader | epoch 1 (start-up incl.) s, median | warm epoch s, median | warm batches/s, median (range) | "
+        "nodes per batch | load (1 min) before, range | how |", "|---|---|---|---|---|---|---|",
+        *(row(name, rounds) for name, rounds in results.items()), "",
+        f"- conveyor / PyG warm batches per second, per round (each round runs every loader once, the "
+        f"order alternating): {said(r['batches_per_s_ratio'])}",
+        *([f"- conveyor with pipeline='serial' / PyG: {said(r['serial_batches_per_s_ratio'])}"]
           if "serial_batches_per_s_ratio" in r else []),
-        f"- machine: {os.cpu_count()} cores shared with other jobs, torch threads {ours['torch_threads']}, "
-        f"load average (1 min) before each loader's run: "
-        + ", ".join(f"{name} {f['load_before'][0]:.2f}" for name, f in results.items()) + f"; {platform.machine()}",
+        f"- machine: {os.cpu_count()} cores shared with other engineers' jobs, torch threads "
+        f"{ours['torch_threads']}, {platform.machine()}; each loader in its own subprocess, one at a time",
         f"- command: python -m benchmarks.link_loader --scale {args.scale} --fanouts {args.fanouts} "
-        f"--batch-size {args.batch_size} --links {args.links} --neg-ratio {args.neg_ratio:g} --device {args.device}"
-        + (" --serial" if args.serial else "") + (f" --threads {args.threads}" if args.threads else "")])
+        f"--batch-size {args.batch_size} --links {args.links} --neg-ratio {args.neg_ratio:g} --device {args.device} "
+        f"--rounds {args.rounds}" + (" --serial" if args.serial else "")
+        + (f" --threads {args.threads}" if args.threads else "")])
+
+
+def run_rounds(args, names: tuple, out: Path) -> None:
+    """`--rounds` rounds, each running every loader once (the order reversed every other round, so
+    that a drift in the machine's load falls on both); the table printed and beside the JSON."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            scratch = out.with_name(f".{out.stem}.{name}.json")
+            results[name].append(run_worker(args, name, scratch))
+            scratch.unlink(missing_ok=True)
+            print(f"round {round_}: {name} {results[name][-1]['epoch2']['batches_per_s']:.2f} batches/s", flush=True)
+    text = table(results, args)
+    print(text)
+    out.write_text(json.dumps({"args": vars(args), "results": results, **ratios(results)}, indent=2))
+    out.with_suffix(".md").write_text(text + "\n")
 
 
 def main(argv=None) -> None:
@@ -132,7 +165,7 @@ def main(argv=None) -> None:
     if args.worker:
         return worker(args)
     out = Path(args.out or REPO / "benchmarks" / "results" / f"link_loader_{args.device}_s{args.scale}.json")
-    run_and_write(args, LOADERS + (("conveyor-serial",) if args.serial else ()), out, run_worker, table, ratios)
+    run_rounds(args, LOADERS + (("conveyor-serial",) if args.serial else ()), out)
 
 
 if __name__ == "__main__":

@@ -337,9 +337,8 @@ def end_epoch(run: Run, record: dict) -> None:
     m = run.metric
     log.info("epoch %d: loss %.4f train %.4f val %s test %s%s | %.2fs (sample %.2fs, gather %.2fs, "
              "train %.2fs)%s", record["epoch"], record["loss"], record["train_acc"],
-             _fmt(record.get(f"val_{m}")), _fmt(record.get(f"test_{m}")), "" if m == "acc" else f" ({m})",
-             record["epoch_time_s"],
-             record["sample_s"], record["gather_s"], record["train_s"],
+             _fmt(record.get(f"val_{m}")), _fmt(record.get(f"test_{m}")), link_figures_said(run, record),
+             record["epoch_time_s"], record["sample_s"], record["gather_s"], record["train_s"],
              f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
     run.recorder.epoch(record)
     if not run.ctx.is_main:
@@ -351,6 +350,16 @@ def end_epoch(run: Run, record: dict) -> None:
     scheduler = {} if run.scheduler is None else {"scheduler": run.scheduler.state_dict()}
     save_checkpoint(run.out_dir, {**model, "optimizer": run.optimizer.state_dict(),
                                   "history": run.recorder.epochs, "best": run.best, **scheduler})
+
+
+def link_figures_said(run: Run, record: dict) -> str:
+    """task=link: which figure the epoch line's val and test are, and Hits@K beside them."""
+    if run.link is None:
+        return ""
+    hits = run.link.figure_names[1]
+    if f"val_{hits}" not in record:
+        return " (auc)"
+    return f" (auc; {hits} val {_fmt(record['val_' + hits])} test {_fmt(record['test_' + hits])})"
 
 
 def finish_run(run: Run) -> TrainResult:
