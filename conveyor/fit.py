@@ -18,7 +18,14 @@ from omegaconf import OmegaConf
 from conveyor.compose import compose_config
 from conveyor.config import settings_from_config
 from conveyor.core import ConveyorError
-from conveyor.given import check_loss, check_model_argument, check_model_shapes, checked_graph, checked_link_graph
+from conveyor.given import (
+    check_loss,
+    check_model_argument,
+    check_model_shapes,
+    check_sizes,
+    checked_graph,
+    checked_link_graph,
+)
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.models.adapter import wrap_module
@@ -65,6 +72,7 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None and task == "node":
         check_model_shapes(given, graph, settings.sampler.fanouts)
+    check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
     wrapped = None if given is None else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True))
     result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)

@@ -12,6 +12,7 @@ from torch import Tensor
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
 from conveyor.core.extras import require_extra
+from conveyor.loader.repeated_seeds import has_repeats
 from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings
 from conveyor.samplers import SamplerSpec, resolve_sampler_name
@@ -55,9 +56,10 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
                    weight_attr, transform)
 
 
-def input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool]:
-    """PyG's input_nodes as node ids (None: every node; a boolean mask; ids), and whether they came
-    as a mask (PyG's input_id is then the node ids, else positions)."""
+def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool]:
+    """PyG's input_nodes as node ids (None: every node; a boolean mask; ids, repeats allowed in
+    directional subgraphs as PyG's: loader/repeated_seeds.py), and whether they came as a mask
+    (PyG's input_id is then the node ids, else positions)."""
     if input_nodes is None:
         return torch.arange(graph.num_nodes), False
     if isinstance(input_nodes, (str, tuple)):
@@ -70,7 +72,12 @@ def input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool]:
             raise ConveyorError(f"input_nodes as a boolean mask must have one entry per node "
                                 f"({graph.num_nodes}), got shape {tuple(ids.shape)}.")
         return ids.nonzero().view(-1), True
-    return check_seeds(ids.cpu(), graph.num_nodes), False
+    ids = check_seeds(ids.cpu(), graph.num_nodes, unique=False)
+    if subgraph_type != "directional" and has_repeats(ids):
+        raise ConveyorError(f"input_nodes holds some node more than once, which conveyor.NeighborLoader "
+                            f"takes with subgraph_type='directional' only (got {subgraph_type!r}); pass "
+                            f"each node once (torch.unique(input_nodes)).")
+    return ids, False
 
 
 def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):

@@ -8,7 +8,7 @@ edge-level attribute, e_id, parallel edges, dtypes.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from torch import Tensor
 
@@ -16,6 +16,7 @@ from conveyor.loader.inputs import features_of, input_node_ids, pipeline_setting
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
+from conveyor.loader.repeated_seeds import distinct_seeds, has_repeats, with_repeated_seeds
 from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.pipeline.seeds import EpochPlan
@@ -45,13 +46,23 @@ class NeighborLoader(PyGLoader):
         parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options), features_of(cache, seed, graph),
                             device, pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
-        nodes, self.mask_input = input_node_ids(input_nodes, graph)
+        nodes, self.mask_input = input_node_ids(input_nodes, graph, options.subgraph_type)
         plan = EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         self.input_nodes = nodes
 
+    def seed_batches(self, epoch: int) -> List[Tensor]:
+        """Each batch's seeds once each: a repeat gets its place in to_data."""
+        return [distinct_seeds(seeds) for seeds in super().seed_batches(epoch)]
+
+    def seed_batch(self, seeds: Tensor) -> Tensor:
+        return distinct_seeds(seeds)  # as seed_batches: loader(index)'s repeats get their place in to_data
+
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
         data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
+        seeds = self.input_nodes[positions]
+        if not self.mask_input and has_repeats(seeds):
+            data = with_repeated_seeds(data, seeds, self.layout)
         return data if self.options.transform is None else self.options.transform(data)

@@ -106,8 +106,13 @@ class PyGLoader(PipelineLoader):
             raise ConveyorError(f"loader(index) takes positions in {self.input_name} (0..{count - 1}), "
                                 f"got {index!r}.")
         source = self.side_source() if self.parts.settings.name == "async" else self.source
-        batch = next(iter(source.run([self.plan.nodes[positions]], stream_seed(self.seed, 0, STREAM_SAMPLER))))
+        seeds = self.seed_batch(self.plan.nodes[positions])
+        batch = next(iter(source.run([seeds], stream_seed(self.seed, 0, STREAM_SAMPLER))))
         return self.to_data(batch, positions)
+
+    def seed_batch(self, seeds: Tensor) -> Tensor:
+        """A batch's seeds as the sampler is to take them (the node loader's: each node once)."""
+        return seeds
 
     def to_data(self, prepared, positions: Tensor):
         """The prepared batch of these seed positions as PyG's batch (the subclass's)."""
