@@ -46,26 +46,33 @@ METRICS = {"first batch s": ("first_batch_s",), "epoch 1 s": ("epoch1", "seconds
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = loader_arguments(__doc__, None)  # its rows' workers: conveyor*, pyg-w<N> (dgl-w<N> run loader_dgl.py)
+    p.add_argument("--hidden", type=int, default=256, help="GraphSAGE's hidden_channels (with --train)")
+    p.add_argument("--pipeline", default="async", choices=("async", "serial", "auto"),
+                   help="the `conveyor` row's pipeline")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (each row once a round)")
+    p.add_argument("--train", action="store_true", help="also one training epoch a run (stock GraphSAGE)")
+    p.add_argument("--edge-features", type=int, default=0, help="also conveyor with a W-wide edge_attr per edge")
+    p.add_argument("--dgl-python", default=None, help="a Python with dgl 2.1 + torch 2.2: adds DGL's rows")
+    return p.parse_args(argv)
+
+
+def loader_arguments(doc: str, workers) -> argparse.ArgumentParser:
+    """The arguments every loader benchmark takes (the graph, device, batches, threads, seed, output)
+    and the hidden ones of its per-loader subprocesses (`workers`: their names, None: any)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=0.05, help="synthetic graph scale (1.0 = products)")
     p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", str(REPO / ".cache" / "data")))
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--hidden", type=int, default=256, help="GraphSAGE's hidden_channels (with --train)")
-    p.add_argument("--pipeline", default="async", choices=("async", "serial", "auto"),
-                   help="the `conveyor` row's pipeline")
-    p.add_argument("--threads", type=int, default=None, help="torch threads of the training process (every row; "
-                                                             "default: torch's)")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (each row once a round)")
-    p.add_argument("--train", action="store_true", help="also one training epoch a run (stock GraphSAGE)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads of the training process (every "
+                                                             "loader; default: torch's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--edge-features", type=int, default=0, help="also conveyor with a W-wide edge_attr per edge")
-    p.add_argument("--dgl-python", default=None, help="a Python with dgl 2.1 + torch 2.2: adds DGL's rows")
     p.add_argument("--out", default=None, help="JSON path")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--worker", default=None, choices=workers, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    return p
 
 
 def row_names(args) -> list:
