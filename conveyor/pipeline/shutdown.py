@@ -55,12 +55,15 @@ def semaphores_named_after_this_process():
         synchronize.SemLock._make_name = previous
 
 
-def collect_if_left(names: Iterable[str], wait_s: float = 0.1) -> None:
+GC_AFTER_S = 0.1  # how long close() waits for the semaphores to go before it collects cycles
+
+
+def collect_if_left(names: Iterable[str], wait_s: float | None = None) -> None:
     """Once the objects holding the semaphores `names` are dropped, each is unlinked as its object
     goes (multiprocessing's finaliser): at once, or as soon as a closed queue's feeder thread (which
     holds two of them) has ended, unless one sits in a reference cycle. Only then, after `wait_s`,
     is a full garbage collection run, which takes seconds in a large process under load."""
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + (GC_AFTER_S if wait_s is None else wait_s)
     while any(os.path.exists(f"/dev/shm/sem.{name.lstrip('/')}") for name in names):
         if time.monotonic() > deadline:
             gc.collect()
