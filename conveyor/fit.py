@@ -19,9 +19,11 @@ from conveyor.compose import compose_config
 from conveyor.config import settings_from_config
 from conveyor.core import ConveyorError
 from conveyor.given import check_loss, check_model_argument, check_model_shapes, checked_graph
+from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.models.adapter import wrap_module
+from conveyor.trainer.models.hetero import wrap_typed
 from conveyor.trainer.outputs.outdir import lock_out_dir
 from conveyor.trainer.run import TrainResult, train
 
@@ -35,11 +37,14 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids); y
-        holds class ids (-1: unlabelled, allowed in val/test only) or float [N, C] 0/1 targets.
+        holds class ids (-1: unlabelled, allowed in val/test only) or float [N, C] 0/1 targets. A
+        PyG `HeteroData` trains its one node type with `y` (and its masks), with a typed model.
     model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or a module
         instance: a stock PyG model (any `BasicGNN`: GraphSAGE, GCN, GAT, GIN; run hop by hop),
         any module with `forward(x, edge_index)` (run on each batch's subgraph), or one with
-        conveyor's `forward(x, layers)` (docs/design.md §5). `result.model` is that instance.
+        conveyor's `forward(x, layers)` (docs/design.md §5). On a HeteroData: PyG's
+        `to_hetero(GraphSAGE(...), data.metadata())` (run layer by layer), or any module with
+        `forward(x_dict, edge_index_dict)`. `result.model` is that instance.
     loss: `loss(out, y) -> scalar tensor` over the seeds; default cross-entropy on class ids,
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
@@ -58,9 +63,11 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     if given is not None:
         check_model_shapes(given, graph, settings.sampler.fanouts)
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
-    result = train(settings, LocalContext(settings, graph=graph),
-                   model=None if given is None else wrap_module(given, fast_dropout=settings.model.fast_dropout),
-                   make_optimizer=optimizer, loss=loss)
+    wrapped = None
+    if given is not None:  # a typed graph's model: to_hetero's or one of forward(x_dict, edge_index_dict)
+        wrapped = (wrap_typed(given, graph, settings.model.hidden) if is_typed(graph)
+                   else wrap_module(given, fast_dropout=settings.model.fast_dropout))
+    result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
 

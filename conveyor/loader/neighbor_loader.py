@@ -23,12 +23,27 @@ from torch import Tensor
 
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
-from conveyor.loader.inputs import features_of, input_node_ids, options_of, pipeline_settings, sampler_of, seed_of
+from conveyor.loader.hetero import (
+    hetero_data_of_stores,
+    hetero_graph_and_layout,
+    is_hetero,
+    to_hetero_data,
+    typed_stores,
+    with_weights,
+)
+from conveyor.loader.inputs import (
+    attributes_of,
+    features_of,
+    input_node_ids,
+    options_of,
+    pipeline_settings,
+    sampler_of,
+    seed_of,
+)
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.loader.pyg_input import graph_and_layout
 from conveyor.loader.to_pyg import to_pyg
-from conveyor.partition.attributes import AttributeSpec
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
 from conveyor.pipeline.seeds import STREAM_SAMPLER, EpochPlan, stream_seed
@@ -61,12 +76,12 @@ class NeighborLoader(PipelineLoader):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConveyorError(f"conveyor.NeighborLoader's batch_size must be a positive integer, got "
                                 f"{batch_size!r}.")
-        graph, self.layout = graph_and_layout(data)
+        graph, self.layout = read_data(data, options)
         device, seed = resolve_device(device, "device"), seed_of(seed)
-        parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options),
+        parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options, graph),
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
-                            attributes=AttributeSpec.everything(graph))
-        nodes, self.mask_input = input_node_ids(input_nodes, graph)
+                            attributes=attributes_of(graph))
+        nodes, self.mask_input, self.input_type = input_node_ids(input_nodes, graph)
         super().__init__(graph, parts, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
         self.data, self.options, self.cache_option = data, options, cache
         self._snapshot = snapshot(data)
@@ -83,9 +98,9 @@ class NeighborLoader(PipelineLoader):
         `loader.data` at each batch, so a key set on it before the first batch (e.g. PyG's
         examples' `loader.data.n_id = torch.arange(num_nodes)`) is in the batches here too."""
         if self._state["source"] is None and self._side is None and snapshot(self.data) != self._snapshot:
-            self.graph, self.layout = graph_and_layout(self.data)
+            self.graph, self.layout = read_data(self.data, self.options)
             self.parts = replace(self.parts, features=features_of(self.cache_option, self.seed, self.graph),
-                                 attributes=AttributeSpec.everything(self.graph))
+                                 attributes=attributes_of(self.graph))
             self._snapshot = snapshot(self.data)
         return super().source
 
@@ -135,7 +150,12 @@ class NeighborLoader(PipelineLoader):
 
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
-        data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
+        if self.input_type is not None:  # a HeteroData's batch (loader/hetero.py); a mask's ids are the type's
+            offset = self.layout.schema.offsets[self.layout.schema.node_type(self.input_type)]
+            input_id = input_id - offset if self.mask_input else input_id
+            data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
+        else:
+            data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
         return data if self.options.transform is None else self.options.transform(data)
 
     def side_source(self):
@@ -149,6 +169,18 @@ class NeighborLoader(PipelineLoader):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"  # PyG's
+
+
+def read_data(data, options):
+    """The pipeline's graph of the user's data and its batches' layout: a HeteroData's (or typed
+    stores') as a typed graph, with its relations' `weight_attr` gathered for the sampler
+    (loader/hetero.py); anything else's as pyg_input.py reads it."""
+    if isinstance(data, (tuple, list)) and len(data) == 2 and typed_stores(data[1]):
+        data = hetero_data_of_stores(*data)
+    if not is_hetero(data):
+        return graph_and_layout(data)
+    graph, layout = hetero_graph_and_layout(data)
+    return with_weights(graph, options.weight_attr), layout
 
 
 def snapshot(data):

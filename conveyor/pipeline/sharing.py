@@ -27,15 +27,15 @@ class GraphHandle:
     directory: Optional[str]  # a saved graph the `mapped` fields are read from
     mapped: Tuple[str, ...]
     shared: Dict[str, Tensor] = field(default_factory=dict)
-    num_classes: Optional[int] = None
-    name: str = "graph"
+    kind: type = Graph  # the graph's class (a TypedGraph: partition/hetero.py)
+    meta: dict = field(default_factory=dict)  # the rest of it: graph.meta()
 
     def open(self) -> Graph:
         tensors = dict(self.shared)
         if self.mapped:
             saved = Graph.load(self.directory, mmap=True).tensors()
             tensors.update({f: saved[f] for f in self.mapped})
-        return Graph.from_tensors(tensors, num_classes=self.num_classes, name=self.name)
+        return self.kind.from_tensors(tensors, **self.meta)
 
 
 def share_graph(graph: Graph) -> GraphHandle:
@@ -52,7 +52,7 @@ def share_graph(graph: Graph) -> GraphHandle:
     moved = [f for f in tensors if f not in mapped]
     check_shm_room(sum(_bytes(tensors[f]) for f in moved if not tensors[f].is_shared()))
     shared = {f: tensors[f].share_memory_() for f in moved}
-    return GraphHandle(directory, mapped, shared, graph.num_classes, graph.name)
+    return GraphHandle(directory, mapped, shared, type(graph), graph.meta())
 
 
 def _bytes(tensor) -> int:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from conveyor.core import ConveyorError
 from conveyor.core.names import require_own_name
 from conveyor.partition import Graph
+from conveyor.partition.hetero import is_typed
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.protocol import Sampler, SamplerRecipe
 from conveyor.samplers.settings import SAMPLERS, SamplerSettings
@@ -31,8 +32,16 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
     only, as PyG samples, for conveyor.NeighborLoader's batches (the other samplers' batches
     are cut to the same form there). `weight_attr`: the name of an edge attribute of the graph
     (`graph.edge_attrs`) to draw neighbours by, in proportion to it, as PyG's `weight_attr`
-    (samplers/weights.py); None draws them uniformly."""
+    (samplers/weights.py); None draws them uniformly. A typed graph (partition/hetero.py) is drawn
+    by bsp relation by relation (samplers/typed.py; `fanouts` one list for every relation, or a
+    dict by edge type); the other samplers refuse it."""
     name = resolve_sampler_name(name, device)
+    if is_typed(graph):  # a heterogeneous graph: each relation drawn with its own fanouts
+        if name != "bsp":
+            raise ConveyorError(f"sampler={name} draws graphs of one node and edge type; sample this typed graph "
+                                f"({graph.name}) with sampler=bsp (or auto).")
+        from conveyor.samplers.typed import TypedSampler
+        return TypedSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr)
     if name == "bsp":
         from conveyor.samplers.bsp import BSPSampler
         return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr)
@@ -53,7 +62,7 @@ class SamplerSpec:
     picklable, so the pipeline's sampler stage builds the sampler itself, over its own view of the
     shared graph (nothing of the graph is pickled)."""
     name: str  # bsp | fused | pyg (or auto: resolved on the device it is built on)
-    fanouts: list
+    fanouts: list  # or, for a typed graph, a dict by edge type (samplers/typed.py)
     seed: int = 0
     deterministic: bool = SamplerSettings.deterministic
     once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)

@@ -21,7 +21,7 @@ import torch
 from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
-from conveyor.partition import Graph
+from conveyor.partition import Graph, is_typed
 from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, stream_seed
 from conveyor.samplers import SamplerSpec
@@ -34,6 +34,7 @@ from conveyor.trainer.loop.precision import Precision, resolve_precision
 from conveyor.trainer.loop.schedule import build_scheduler, step_scheduler
 from conveyor.trainer.models.edges import edge_spec
 from conveyor.trainer.models.gcn import training_degree
+from conveyor.trainer.models.hetero import typed_model
 from conveyor.trainer.models.portable import portable_spec, with_weights
 from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.outputs.checkpoint import BEST, checkpoint_path, restore_weights, save_checkpoint
@@ -157,7 +158,9 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     if state is not None:
         check_same_data(state.get("data"), data, checkpoint_path(out_dir))
     torch.manual_seed(settings.run.seed)
-    if model is None:
+    if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
+        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
+    elif model is None:
         model = build_model(settings.model, graph.x.size(1), int(graph.num_classes), len(settings.sampler.fanouts))
     else:
         log.info("model: the given %s (the model settings unused)", type(model).__name__)
