@@ -15,7 +15,7 @@ import torch
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
-from conveyor.partition.datasets import check_root
+from conveyor.partition.datasets import TYPED, check_root
 from conveyor.partition.datasets.custom import check_folder
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
@@ -33,6 +33,9 @@ def check_machine(settings: TrainingSettings) -> None:
                      len(settings.sampler.fanouts), device)
     check_data_paths(settings.data)
     check_model_target(settings.model)
+    if settings.data.name in TYPED and settings.run.world_size > 1:
+        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
+                            f"partitions are not typed); set run.world_size=1.")
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
