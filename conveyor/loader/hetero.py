@@ -27,7 +27,7 @@ from conveyor.core import ConveyorError
 from conveyor.loader.pyg_input import EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, X, as_tensor
 from conveyor.loader.to_pyg import kept
 from conveyor.partition.attributes import E_ID
-from conveyor.partition.hetero import EDGE_TYPE, Schema, TypeCut, TypedGraph, split_flat, typed_graph
+from conveyor.partition.hetero import EDGE_TYPE, Schema, TypeCut, TypedGraph, by_relation, split_flat, typed_graph
 from conveyor.samplers.subgraph import pyg_edges
 from conveyor.samplers.validation import check_seeds
 
@@ -179,8 +179,8 @@ def to_hetero_data(prepared, layout: HeteroLayout, input_type: str, input_id: Te
         store = data.get_edge_store(*edge_type)
         row, with_ids = rows[edge_type]
         fill_edge_store(store, layout, edge_type, r, row, prepared, edges.masks[r] if with_ids else None, with_ids)
-        if with_ids and E_ID in prepared.edge_attrs:
-            store.e_id = edges.e_id.index_select(0, edges.selected[r]) - schema.edge_offsets[r]
+        if with_ids and edges.e_id is not None:
+            store.e_id = edges.e_id[r] - schema.edge_offsets[r]
         if subgraph_type == "directional":
             store.num_sampled_edges = edges.per_hop[r]
     for key in layout.global_keys:
@@ -195,28 +195,27 @@ def to_hetero_data(prepared, layout: HeteroLayout, input_type: str, input_id: Te
 
 @dataclass
 class TypedEdges:
-    """PyG's edges of a batch cut by relation: type-local edge_index, which of the kept edges
-    each relation has, the mask of its kept edges among all it drew, e_id, counts per hop."""
+    """PyG's edges of a batch cut by relation: type-local edge_index, the mask of its kept edges
+    among all it drew (None: all kept), e_id (global), counts per hop."""
     edge_index: List[Tensor]
-    selected: List[Tensor]
     masks: List[Optional[Tensor]]
-    e_id: Optional[Tensor]
+    e_id: Optional[List[Tensor]]
     per_hop: List[List[int]]
 
 
 def typed_edges(prepared, cut: TypeCut) -> TypedEdges:
     edge_index, _, mask, edge_counts = pyg_edges(prepared.batch)
-    every_type = prepared.edge_attrs[EDGE_TYPE].long()
-    relation = kept(every_type, mask)
-    local = cut.rank.index_select(0, edge_index.reshape(-1)).view(2, -1)
-    hop = torch.repeat_interleave(torch.arange(len(edge_counts), device=relation.device),
+    every_type = prepared.edge_attrs[EDGE_TYPE]
+    relation, num_relations, hops = kept(every_type, mask).long(), len(cut.schema.edge_types), len(edge_counts)
+    order, counts = by_relation(relation, num_relations)  # one sort, then views per relation
+    local = cut.rank.index_select(0, edge_index.reshape(-1)).view(2, -1).index_select(1, order)
+    hop = torch.repeat_interleave(torch.arange(hops, device=relation.device),
                                   torch.tensor(edge_counts, device=relation.device))
-    selected = [(relation == r).nonzero().squeeze(1) for r in range(len(cut.schema.edge_types))]
-    e_id = kept(prepared.edge_attrs[E_ID], mask) if E_ID in prepared.edge_attrs else None
-    return TypedEdges([local.index_select(1, sel) for sel in selected], selected,
-                      [None if mask is None else mask[every_type == r] for r in range(len(selected))], e_id,
-                      [torch.bincount(hop.index_select(0, sel), minlength=len(edge_counts)).tolist()
-                       for sel in selected])
+    per_hop = torch.bincount(relation * hops + hop, minlength=num_relations * hops).view(num_relations, hops)
+    e_id = kept(prepared.edge_attrs[E_ID], mask).index_select(0, order).split(counts) \
+        if E_ID in prepared.edge_attrs else None
+    masks = [None if mask is None else mask[every_type == r] for r in range(num_relations)]
+    return TypedEdges(list(local.split(counts, 1)), masks, e_id, per_hop.tolist())
 
 
 def bidirectional_rows(rows: Dict[tuple, Tensor], cut: TypeCut, schema: Schema) -> Dict[tuple, Tuple[Tensor, bool]]:

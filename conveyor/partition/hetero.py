@@ -126,6 +126,44 @@ class TypedGraph(Graph):
         prefix = f"{kind}.{index}."
         return {k[len(prefix):]: v for k, v in self.typed.items() if k.startswith(prefix)}
 
+    def relation_edges(self) -> List[Tensor]:
+        """Each relation's [2, E_r] edge_index of type-local ids, in the order it was built from."""
+        positions = torch.empty_like(self.edge_ids)
+        positions[self.edge_ids] = torch.arange(self.num_edges)
+        full = self.edge_index()[:, positions]
+        s, offsets = self.schema, self.schema.offsets
+        return [full[:, lo:hi] - torch.tensor([[offsets[s.node_type(e[0])]], [offsets[s.node_type(e[2])]]])
+                for e, lo, hi in zip(s.edge_types, s.edge_offsets[:-1], s.edge_offsets[1:])]
+
+    def to_data(self):
+        """This graph as a PyG `HeteroData`: each type's x and other attributes, the target type's
+        y and split masks, each relation's edge_index and edge attributes."""
+        from torch_geometric.data import HeteroData
+
+        data, s = HeteroData(), self.schema
+        for t, (node_type, count) in enumerate(zip(s.node_types, s.node_counts)):
+            store = data.get_node_store(node_type)
+            store.num_nodes = count
+            store.update({"x": self.typed[f"x.{t}"]} if f"x.{t}" in self.typed else {})
+            store.update(self.type_attrs("node", t))
+        if s.target is not None:
+            self.target_store(data.get_node_store(s.target))
+        for r, (edge_type, edges) in enumerate(zip(s.edge_types, self.relation_edges())):
+            data.get_edge_store(*edge_type).edge_index = edges
+            data.get_edge_store(*edge_type).update(self.type_attrs("edge", r))
+        return data
+
+    def target_store(self, store) -> None:
+        """The target type's labels and split masks, type-local, into a PyG node store."""
+        offset, count = self.schema.offsets[self.schema.node_type(self.schema.target)], store.num_nodes
+        store.y = self.y[offset:offset + count]
+        for split in ("train", "val", "test"):
+            ids = getattr(self, f"{split}_idx")
+            if ids is not None:
+                mask = torch.zeros(count, dtype=torch.bool)
+                mask[ids - offset] = True
+                store[f"{split}_mask"] = mask
+
     def validate(self) -> "TypedGraph":
         super().validate()
         s = self.schema
@@ -173,9 +211,9 @@ class TypeCut:
 
     def edges(self, edge_index: Tensor, edge_type: Tensor) -> List[Tensor]:
         """Each relation's edges of `edge_index` (batch ids) as type-local ids, in their order."""
-        local = self.rank.index_select(0, edge_index.reshape(-1)).view(2, -1)
-        return [local.index_select(1, (edge_type == r).nonzero().squeeze(1))
-                for r in range(len(self.schema.edge_types))]
+        order, counts = by_relation(edge_type, len(self.schema.edge_types))
+        local = self.rank.index_select(0, edge_index.index_select(1, order).reshape(-1)).view(2, -1)
+        return list(local.split(counts, 1))
 
     def per_hop_nodes(self) -> List[List[int]]:
         """num_sampled_nodes of each type: its nodes first reached at each hop."""
@@ -184,6 +222,13 @@ class TypeCut:
         num_types = len(self.schema.node_types)
         table = torch.bincount(hops * num_types + self.types, minlength=len(self.counts) * num_types)
         return table.view(len(self.counts), num_types).t().tolist()
+
+
+def by_relation(edge_type: Tensor, num_relations: int) -> Tuple[Tensor, List[int]]:
+    """The order that groups edges by relation (each relation's in their given order: a stable
+    sort), and each relation's count: one relation's edges are then a slice."""
+    narrow = edge_type.to(torch.int16) if num_relations < 2 ** 15 else edge_type  # a radix sort: 5x int64's
+    return torch.sort(narrow, stable=True).indices, torch.bincount(edge_type.long(), minlength=num_relations).tolist()
 
 
 def split_flat(x: Tensor, per_type: List[int], widths: List[Optional[int]]) -> Dict[int, Tensor]:

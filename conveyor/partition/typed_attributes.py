@@ -56,7 +56,7 @@ class TypedAttributes:
         self.schema = graph.schema
         self.ends = torch.tensor(graph.schema.offsets[1:], dtype=torch.long)
         self.edge_type, self.edge_ids = graph.edge_attrs[EDGE_TYPE], graph.edge_ids
-        self.edge_offsets = torch.tensor(graph.schema.edge_offsets[:-1], dtype=torch.long)
+        self.memo: Dict[str, tuple] = {}  # kind -> (the last index, its types): `types`
         # name -> (kind, node type or relation (None: every node or edge), tensor)
         self.sources: Dict[str, Tuple[str, Optional[int], Tensor]] = {
             **{f"{t}/{k}": (NODE, t, graph.typed[f"node.{t}.{k}"]) for t, k in spec.node},
@@ -79,10 +79,18 @@ class TypedAttributes:
         if which is None:
             return index
         if kind == NODE:
-            ids = index[torch.bucketize(index, self.ends, right=True) == which]
-            return ids - self.schema.offsets[which]
-        edges = index[self.edge_type.index_select(0, index).long() == which]
+            return index[self.types(index, NODE) == which] - self.schema.offsets[which]
+        edges = index[self.types(index, EDGE) == which]
         return self.edge_ids.index_select(0, edges) - self.schema.edge_offsets[which]
+
+    def types(self, index: Tensor, kind: str) -> Tensor:
+        """Each node's type (NODE) or edge's relation (EDGE) of `index`; kept for the batch's other
+        fields (each is sized, then gathered, by the same n_id or positions)."""
+        if self.memo.get(kind, (None,))[0] is not index:  # held, so its memory is not another's meanwhile
+            types = (torch.bucketize(index, self.ends, right=True) if kind == NODE
+                     else self.edge_type.index_select(0, index).long())
+            self.memo[kind] = (index, types)
+        return self.memo[kind][1]
 
     def gather(self, name: str, index: Tensor, out: Tensor) -> Tensor:
         rows = self.selected(name, index.cpu())
