@@ -3,8 +3,9 @@ partition/datasets/synthetic_mag.py), handed to both as the same PyG `HeteroData
 
 `accuracy`: the same model trained by `conveyor.fit(hetero_data, model, ...)` (its pipeline,
 typed bsp and feature cache, the model run hop by hop, layer-wise exact evaluation) and by PyG's
-own loop (its `NeighborLoader` on the HeteroData with its workers, `model(batch.x_dict,
-batch.edge_index_dict)`, evaluation by a full-graph forward: exact too), seed by seed (the model's
+own loop (its `NeighborLoader` on the HeteroData, in the training process: the accuracy does not
+depend on workers, `loader` measures them; `model(batch.x_dict, batch.edge_index_dict)`,
+evaluation by a full-graph forward: exact too), seed by seed (the model's
 init, the batch order and the draws from the seed), with the same fanouts, batch size, epochs,
 Adam and learning rate. The model: PyG's `to_hetero(GraphSAGE((-1, -1), hidden, L, classes,
 dropout=0.5), metadata, aggr="sum")` (`--model sage`) or conveyor's R-GCN (`--model rgcn`,
@@ -85,12 +86,10 @@ def pyg_epochs(args, data, seed: int) -> list:
     import torch.nn.functional as F
     from torch_geometric.loader import NeighborLoader
 
-    from conveyor.compare.reference import pyg_workers
-    model, workers = build_model(args, data, seed), pyg_workers("auto")
-    torch.manual_seed(seed)
+    model = build_model(args, data, seed)
+    torch.manual_seed(seed)  # no workers: the draws follow the seed, and the loader's speed is `loader`'s figure
     loader = NeighborLoader(data, num_neighbors=[int(f) for f in args.fanouts.split(",")], batch_size=args.batch_size,
-                            input_nodes=("paper", data["paper"].train_mask), shuffle=True, num_workers=workers,
-                            persistent_workers=workers > 0)
+                            input_nodes=("paper", data["paper"].train_mask), shuffle=True)
     optimizer, history = torch.optim.Adam(model.parameters(), lr=args.lr), []
     for epoch in range(1, args.epochs + 1):
         model.train()
@@ -102,12 +101,13 @@ def pyg_epochs(args, data, seed: int) -> list:
             loss.backward()
             optimizer.step()
             losses.append(float(loss))
+        seconds = time.perf_counter() - start  # the training pass alone, as conveyor's epoch_time_s
         model.eval()
         with torch.no_grad():
             pred = model(data.x_dict, data.edge_index_dict)["paper"].argmax(1)
         acc = {s: float((pred == data["paper"].y)[data["paper"][f"{s}_mask"]].float().mean()) for s in ("val", "test")}
         history.append({"epoch": epoch, "loss": sum(losses) / len(losses), "val_acc": acc["val"],
-                        "test_acc": acc["test"], "epoch_time_s": time.perf_counter() - start})
+                        "test_acc": acc["test"], "epoch_time_s": seconds})
     return history
 
 
@@ -155,7 +155,7 @@ def accuracy_table(result: dict, args) -> str:
         f"- mean test accuracy: conveyor **{m['conveyor']:.4f}**, PyG **{m['pyg']:.4f}**: conveyor - PyG = "
         f"**{result['difference_points']:+.2f} points**",
         "- conveyor: conveyor.fit (pipeline " + args.pipeline + ", layer-wise exact evaluation); PyG: its "
-        "NeighborLoader with its workers, evaluation by a full-graph forward (exact)",
+        "NeighborLoader (no workers), evaluation by a full-graph forward (exact); s/epoch: the training pass",
         f"- machine: {os.cpu_count()} cores, load average (1 min) at the end {result['load'][0]:.2f}, "
         f"{platform.machine()}",
         f"- command: python -m benchmarks.hetero accuracy --scale {args.scale} --model {args.model} --seeds "

@@ -26,6 +26,9 @@ CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes i
 
 def check_machine(settings: TrainingSettings) -> None:
     device = resolve_device(settings.run.device)
+    if settings.data.name in TYPED and settings.run.world_size > 1:
+        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
+                            f"partitions are not typed); set run.world_size=1.")
     check_world_size(settings.run.world_size, device)
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))
@@ -33,9 +36,6 @@ def check_machine(settings: TrainingSettings) -> None:
                      len(settings.sampler.fanouts), device)
     check_data_paths(settings.data)
     check_model_target(settings.model)
-    if settings.data.name in TYPED and settings.run.world_size > 1:
-        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
-                            f"partitions are not typed); set run.world_size=1.")
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:

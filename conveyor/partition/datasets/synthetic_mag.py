@@ -21,8 +21,10 @@ The model, vectorised numpy, one generator drawn in a fixed order:
 - features: each type its own width (papers `num_features`, authors 64, institutions 16, fields
   32; ogbn-mag's featureless types get such features from metapath2vec in PyG's examples), a
   class centroid plus Gaussian noise strong enough that a paper's own features classify it only
-  moderately, so the papers' authors, topics and citations carry much of the signal: a typed GNN
-  clearly beats an MLP.
+  moderately (a linear classifier: ~1/3 of the test papers at scale 0.02), while its authors',
+  topics' and citations' features, mostly of its class, carry much of the signal (the same
+  classifier on the paper's and its in-neighbours' mean features per relation: ~2/3): a typed
+  GNN clearly beats an MLP.
 - split: 60% train, 15% val, 25% test of the papers (a larger test set than mag's 5.7%, so that
   accuracies compare within a point).
 """
@@ -43,9 +45,9 @@ MAG_EDGES = {("author", "writes", "paper"): 7_145_660, ("paper", "cites", "paper
              ("paper", "has_topic", "field_of_study"): 7_505_078,
              ("author", "affiliated_with", "institution"): 1_043_998}
 WIDTHS = {"author": 64, "institution": 16, "field_of_study": 32}  # papers: num_features
-HOMOPHILY, NOISE, WEIGHT_EXPONENT, WEIGHT_OFFSET = 0.7, 3.0, 0.8, 10.0
+HOMOPHILY, NOISE, WEIGHT_EXPONENT, WEIGHT_OFFSET = 0.5, 12.0, 0.8, 10.0
 SPLIT = (0.60, 0.15)  # train, val; the rest test
-VERSION = "synthetic_mag-v1"  # change whenever the model above changes: old caches are then rebuilt
+VERSION = "synthetic_mag-v2"  # change whenever the model above changes: old caches are then rebuilt
 
 
 def popular(rng: np.random.Generator, size: int, draws: int) -> np.ndarray:

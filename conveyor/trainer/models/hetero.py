@@ -274,7 +274,9 @@ def wrap_typed(module: nn.Module, graph: TypedGraph, embedding_dim: int = EMBEDD
 
 def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
     """The model `model` (ModelSettings) names, on the typed graph: rgcn (R-GCN), sage
-    (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero."""
+    (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero. A node type
+    without features gets a learned embedding as wide as the widest features (OGB's R-GCN: 128,
+    the papers')."""
     from torch_geometric.nn import GraphSAGE, to_hetero
 
     from conveyor.trainer.models.adapter import instantiate_target
@@ -282,13 +284,14 @@ def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
     schema, widths = graph.schema, feature_widths(graph)
     metadata = (list(schema.node_types), list(schema.edge_types))
     classes = int(graph.num_classes)
+    embedding = max(widths.values(), default=model.hidden)  # a featureless type's: as wide as the widest features
     if model._target_ is None and model.name == "rgcn":
-        inputs = {t: widths.get(t, model.hidden) for t in schema.node_types}
+        inputs = {t: widths.get(t, embedding) for t in schema.node_types}
         return TypedGNN(RGCN(metadata, inputs, model.hidden, classes, num_layers, model.dropout), schema, widths,
-                        model.hidden)
+                        embedding)
     if model._target_ is None and model.name != "sage":
         raise ConveyorError(f"model={model.name} has no typed form; a typed graph ({graph.name}) trains "
                             f"model=rgcn or model=sage (to_hetero(GraphSAGE)), or a model._target_ BasicGNN.")
     gnn = (GraphSAGE((-1, -1), model.hidden, num_layers, classes, dropout=model.dropout)
            if model._target_ is None else instantiate_target(model, -1, classes, num_layers))
-    return wrap_typed(to_hetero(gnn, metadata, aggr="sum"), graph, model.hidden)
+    return wrap_typed(to_hetero(gnn, metadata, aggr="sum"), graph, embedding)
