@@ -15,10 +15,13 @@ the best validation epoch, mean over the seeds, and conveyor's minus PyG's.
 `loader`: conveyor's `NeighborLoader` (default async pipeline) and PyG's (its workers as
 `mode=compare`'s reference sets them, persistent), each in its own subprocess, over the papers of
 the training split, shuffled, each batch's x_dict and y on the device: the first epoch (start-up
-included) and a warm one, whose batches per second the ratio compares.
+included), then `--warm-epochs` warm ones (their median batches per second is the process's
+figure). `--rounds` rounds, the two loaders' order alternating round by round (a shared machine's
+load drifts): the ratio is of the medians over the rounds, with each loader's range and the
+rounds' ratios beside it.
 
     python -m benchmarks.hetero accuracy --scale 0.02 --seeds 0,1,2 --epochs 10
-    python -m benchmarks.hetero loader --scale 0.05
+    python -m benchmarks.hetero loader --scale 0.05 --rounds 5
 
 Each prints a table and writes it and the JSON (benchmarks/results/hetero_<command>_cpu_s<scale>.md/.json).
 """
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +55,8 @@ def parse_args(argv=None):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.005)
     p.add_argument("--pipeline", default="async", choices=("async", "serial"), help="conveyor's pipeline")
+    p.add_argument("--rounds", type=int, default=5, help="loader: interleaved rounds, one process per loader each")
+    p.add_argument("--warm-epochs", type=int, default=3, help="loader: warm epochs a process times after its first")
     p.add_argument("--out", default=None, help="JSON path")
     p.add_argument("--worker", default=None, choices=LOADERS, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
@@ -195,40 +201,62 @@ def loader_worker(args) -> None:
     loader, how = make_loader(args, args.worker, data)
     figures = {"loader": args.worker, "how": how, "load_before": os.getloadavg()}
     figures["epoch1"] = iterate(loader)
-    figures["epoch2"] = iterate(loader)
+    figures["warm"] = [iterate(loader) for _ in range(args.warm_epochs)]
+    figures["batches_per_s"] = statistics.median(e["batches_per_s"] for e in figures["warm"])
     figures["load_after"] = os.getloadavg()
     getattr(loader, "close", lambda: None)()
     Path(args.result).write_text(json.dumps(figures))
 
 
+def one_process(args, name: str, out: Path) -> dict:
+    result = out.with_name(f".{out.stem}.{name}.json")
+    subprocess.run([sys.executable, "-m", "benchmarks.hetero", "loader", "--worker", name, "--result", str(result),
+                    "--scale", str(args.scale), "--data-root", args.data_root, "--batch-size", str(args.batch_size),
+                    "--fanouts", args.fanouts, "--pipeline", args.pipeline, "--warm-epochs", str(args.warm_epochs)],
+                   check=True, cwd=REPO)
+    figures = json.loads(result.read_text())
+    result.unlink()
+    return figures
+
+
 def loaders(args, out: Path) -> dict:
-    results = {}
+    """`--rounds` rounds, the order alternating so that neither loader always runs first."""
+    rounds = []
+    for r in range(args.rounds):
+        order = LOADERS if r % 2 == 0 else LOADERS[::-1]
+        rounds.append({name: one_process(args, name, out) for name in order})
+        print(f"round {r}: " + ", ".join(f"{n} {rounds[-1][n]['batches_per_s']:.2f} batches/s" for n in LOADERS),
+              flush=True)
+    summary = {}
     for name in LOADERS:
-        result = out.with_name(f".{out.stem}.{name}.json")
-        subprocess.run([sys.executable, "-m", "benchmarks.hetero", "loader", "--worker", name, "--result",
-                        str(result), "--scale", str(args.scale), "--data-root", args.data_root, "--batch-size",
-                        str(args.batch_size), "--fanouts", args.fanouts, "--pipeline", args.pipeline],
-                       check=True, cwd=REPO)
-        results[name] = json.loads(result.read_text())
-        result.unlink()
-    ratio = results["conveyor"]["epoch2"]["batches_per_s"] / results["pyg"]["epoch2"]["batches_per_s"]
-    return {"results": results, "batches_per_s_ratio": ratio}
+        rates = [r[name]["batches_per_s"] for r in rounds]
+        summary[name] = {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+    ratios = [r["conveyor"]["batches_per_s"] / r["pyg"]["batches_per_s"] for r in rounds]
+    return {"rounds": rounds, "summary": summary, "round_ratios": ratios,
+            "batches_per_s_ratio": summary["conveyor"]["median"] / summary["pyg"]["median"]}
 
 
 def loader_table(result: dict, args) -> str:
-    rows = ["| loader | epoch 1 (start-up incl.) s | warm epoch s | batches/s | nodes/batch | how | load before |",
-            "|---|---|---|---|---|---|---|"]
-    for name, f in result["results"].items():
-        rows.append(f"| {name} | {f['epoch1']['seconds']:.2f} | {f['epoch2']['seconds']:.2f} | "
-                    f"{f['epoch2']['batches_per_s']:.2f} | {f['epoch2']['nodes_per_batch']:.0f} | {f['how']} | "
-                    f"{f['load_before'][0]:.2f} |")
+    rows = ["| loader | batches/s median (warm) | range over rounds | epoch 1 s (start-up incl., median) | "
+            "nodes/batch | how |", "|---|---|---|---|---|---|"]
+    for name, s in result["summary"].items():
+        first = [r[name] for r in result["rounds"]]
+        rows.append(f"| {name} | {s['median']:.2f} | {s['min']:.2f}-{s['max']:.2f} | "
+                    f"{statistics.median(f['epoch1']['seconds'] for f in first):.2f} | "
+                    f"{first[0]['warm'][0]['nodes_per_batch']:.0f} | {first[0]['how']} |")
+    loads = [f[k][0] for r in result["rounds"] for f in r.values() for k in ("load_before", "load_after")]
+    ratios = result["round_ratios"]
     return "\n".join([
         f"# Typed loader benchmark: synthetic_mag scale {args.scale} as a HeteroData, fanouts [{args.fanouts}] per "
         f"edge type, batch {args.batch_size} papers, cpu", "", *rows, "",
-        f"- conveyor / PyG batches per second (warm epoch): **{result['batches_per_s_ratio']:.2f}x**",
-        f"- machine: {os.cpu_count()} cores, {platform.machine()}; load average (1 min) as listed",
+        f"- conveyor / PyG batches per second (medians over {args.rounds} interleaved rounds, each the median of "
+        f"{args.warm_epochs} warm epochs): **{result['batches_per_s_ratio']:.2f}x** (rounds' own ratios "
+        f"{min(ratios):.2f}-{max(ratios):.2f}x)",
+        f"- machine: {os.cpu_count()} cores, {platform.machine()}, shared; load average (1 min) over the run "
+        f"{min(loads):.2f}-{max(loads):.2f}",
         f"- command: python -m benchmarks.hetero loader --scale {args.scale} --fanouts {args.fanouts} "
-        f"--batch-size {args.batch_size} --pipeline {args.pipeline}"])
+        f"--batch-size {args.batch_size} --pipeline {args.pipeline} --rounds {args.rounds} --warm-epochs "
+        f"{args.warm_epochs}"])
 
 
 def main(argv=None) -> None:

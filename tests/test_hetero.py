@@ -250,10 +250,11 @@ def test_launch_trains_synthetic_mag(tmp_path, data_root, model, pipeline):
     assert final["inference"] == "layerwise" and final["test_acc"] > 0.6, final  # the largest class: ~0.48
 
 
-def test_rgcn_needs_a_typed_graph_and_a_typed_graph_one_rank():
+def test_rgcn_needs_a_typed_graph_and_a_typed_graph_one_rank_drawn_by_bsp():
     with pytest.raises(ConveyorError, match="trains typed graphs"):
         build_model(ModelSettings(name="rgcn"), 8, 3, 2)
     assert "set run.world_size=1" in refusal("data=synthetic_mag", "run.world_size=2")
+    assert "with sampler=bsp (or auto)" in refusal("data=synthetic_mag", "sampler=fused")
 
 
 def test_synthetic_mag_is_mag_shaped_skewed_and_learnable(data_root):
