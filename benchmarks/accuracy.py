@@ -136,10 +136,11 @@ def typed_graphs() -> list:
 
 
 TYPED_RESULTS = [REPO / "benchmarks" / "results" / name for name in
-                 ("hetero_accuracy_cpu_s0.02.md", "hetero_loader_cpu_s0.05.md")]
+                 ("hetero_accuracy_cpu_s0.02.md", "hetero_accuracy_rgcn_cpu_s0.02.md", "hetero_loader_cpu_s0.05.md")]
 TYPED_INTRO = ("Written by `python -m benchmarks.hetero` (its docstring says how each side runs): the same model "
-               "(PyG's `to_hetero(GraphSAGE(...))`) trained by `conveyor.fit` and by PyG's own loop on the same "
-               "`HeteroData`, seed by seed, and conveyor's `NeighborLoader` against PyG's with its worker processes.")
+               "(PyG's `to_hetero(GraphSAGE(...))`; in the rgcn table conveyor's R-GCN module, which PyG's loop "
+               "runs as it is) trained by `conveyor.fit` and by PyG's own loop on the same `HeteroData`, seed by "
+               "seed, and conveyor's `NeighborLoader` against PyG's with its worker processes.")
 
 
 HEADER = """# Accuracy with the defaults

@@ -162,7 +162,9 @@ def accuracy_table(result: dict, args) -> str:
         f"**{result['difference_points']:+.2f} points** (issue 38's target: within 1 point; "
         f"{'met' if abs(result['difference_points']) <= 1 else 'missed'})",
         "- conveyor: conveyor.fit (pipeline " + args.pipeline + ", layer-wise exact evaluation); PyG: its "
-        "NeighborLoader (no workers), evaluation by a full-graph forward (exact); s/epoch: the training pass",
+        "NeighborLoader (no workers), evaluation by a full-graph forward (exact); s/epoch: the training pass, "
+        "not a speed comparison (PyG's loop samples in the training process and runs every layer over every "
+        "sampled node, conveyor's hop by hop; the loaders' speed is `loader`'s)",
         f"- machine: {os.cpu_count()} cores, load average (1 min) at the end {result['load'][0]:.2f}, "
         f"{platform.machine()}",
         f"- command: python -m benchmarks.hetero accuracy --scale {args.scale} --model {args.model} --seeds "
