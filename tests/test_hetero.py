@@ -3,6 +3,7 @@ cache per node type (cache/typed.py), conveyor.NeighborLoader's HeteroData batch
 PyG's own hetero tests run in tests/test_pyg_loader_spec.py), the trainer's typed models
 (trainer/models/hetero.py) and the datasets (synthetic_mag, mag)."""
 import json
+import re
 import types
 
 import numpy as np
@@ -26,7 +27,7 @@ from conveyor.trainer.loop.layerwise import layerwise_logits
 from conveyor.trainer.models.hetero import RGCN, HeteroEdgeIndexGNN, TypedGNN, feature_widths, wrap_typed
 from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.settings import ModelSettings
-from tests.helpers import assert_edge_positions, launch, refusal
+from tests.helpers import REPO, assert_edge_positions, launch, refusal
 
 RELATIONS = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author")]
 
@@ -221,14 +222,16 @@ def test_a_heteroconv_module_runs_on_the_merged_subgraph():
     assert isinstance(model, HeteroEdgeIndexGNN)
 
 
-def test_fit_trains_to_hetero_graphsage_on_a_heterodata(tmp_path):
-    graph = generate(0.002, 0)
-    data = graph.to_data()
-    torch.manual_seed(0)
-    model = to_hetero(GraphSAGE((-1, -1), 32, 2, 20, dropout=0.5), data.metadata(), aggr="sum")
-    result = conveyor.fit(data, model, fanouts=[10, 10], batch_size=256, epochs=3, lr=0.01, out_dir=tmp_path,
-                          overrides=["pipeline=serial", "trainer.progress=false"])
-    assert result.model is model and result.final["inference"] == "layerwise"
+def test_the_readme_hetero_example_loads_and_fits_to_hetero_graphsage(tmp_path, monkeypatch, data_root):
+    text = (REPO / "README.md").read_text()
+    example = re.search(r"<!-- hetero-example[^>]*-->\n```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(data_root)  # the example's root="data"
+    scope = {"__name__": "__main__"}  # its guarded block runs, as in a script
+    exec(compile(example, "README.md", "exec"), scope)
+    batch, data, result = scope["batch"], scope["data"], scope["result"]
+    assert batch["paper"].batch_size == 256 and torch.equal(batch["author"].x, data["author"].x[batch["author"].n_id])
+    assert result.model is scope["model"] and result.final["inference"] == "layerwise"
     assert result.final["test_acc"] > 0.5  # 20 classes; a paper's own features give ~1/3
 
 
