@@ -2,7 +2,8 @@
 `conveyor model=sage data=products ...` composes the Hydra config once, builds the run's settings
 from it and checks them once (conveyor/config.py), locks `run.out_dir`, and hands the settings to
 the trainer; `conveyor partition ...` makes partitions
-offline (conveyor/partition_command.py).
+offline (conveyor/partition_command.py); `conveyor prepare planetoid [--root DIR]` prepares Cora,
+CiteSeer and PubMed offline (conveyor/partition/datasets/planetoid_files.py).
 
 Bad input (unknown names, a missing dataset, invalid keys) ends in one paragraph on stderr and
 exit code 2, not a traceback, before any folder is made or data loaded; `--help` lists the groups
@@ -33,6 +34,8 @@ def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["partition"]:
         partition(args[1:])
+    elif args[:1] == ["prepare"]:
+        prepare(args[1:])
     elif any(arg in HELP_FLAGS for arg in args):
         print_help(args)
     elif any(arg.startswith("-") for arg in args):  # -m, --cfg, --hydra-help, ...: Hydra's own
@@ -116,6 +119,14 @@ def partition(tokens: list) -> None:
     from conveyor.partition_command import main as partition_main
     try:
         sys.exit(partition_main(tokens))
+    except ConveyorError as error:
+        fail(error)
+
+
+def prepare(tokens: list) -> None:
+    from conveyor.partition.datasets.planetoid_files import main as prepare_main
+    try:
+        sys.exit(prepare_main(tokens))
     except ConveyorError as error:
         fail(error)
 

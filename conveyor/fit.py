@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from conveyor.compose import compose_config
 from conveyor.config import settings_from_config
 from conveyor.core import ConveyorError
-from conveyor.given import check_loss, check_model_argument, check_model_shapes, checked_graph
+from conveyor.given import check_loss, check_model_argument, check_model_shapes, check_sizes, checked_graph
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
@@ -29,7 +29,8 @@ from conveyor.trainer.run import TrainResult, train
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
-            "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed"}
+            "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed",
+            "fast_dropout": "model.fast_dropout"}
 
 
 def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Optional[Callable] = None,
@@ -49,7 +50,9 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
-    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed (see KEYWORDS).
+    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout (see KEYWORDS).
+        A given module runs as written: its dropouts draw F.dropout's masks unless
+        `fast_dropout=True` asks for conveyor's faster ones (trainer/models/dropout.py).
     overrides: any other key as on the command line, e.g. `["pipeline=serial", "model.hidden=64"]`.
     """
     stop_if_reimported("conveyor.fit()")  # a stage process running an unguarded script again
@@ -62,11 +65,12 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None:
         check_model_shapes(given, graph, settings.sampler.fanouts)
+    check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
     wrapped = None
     if given is not None:  # a typed graph's model: to_hetero's or one of forward(x_dict, edge_index_dict)
         wrapped = (wrap_typed(given, graph, settings.model.hidden) if is_typed(graph)
-                   else wrap_module(given, fast_dropout=settings.model.fast_dropout))
+                   else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True)))
     result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
@@ -80,7 +84,7 @@ def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict
     settings = settings_from_config(cfg)
     if settings.data.name != "memory" or settings.mode != "train" or settings.run.world_size != 1:
         raise ConveyorError("fit() trains one process on the graph it is given: leave data=..., "
-                            "mode=... and run.world_size out of its overrides (use launch.py for "
+                            "mode=... and run.world_size out of its overrides (use the conveyor command for "
                             "datasets, mode=compare and data-parallel runs).")
     return settings
 

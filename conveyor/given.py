@@ -13,11 +13,14 @@ import torch
 from torch import Tensor, nn
 
 from conveyor.core import ConveyorError
+from conveyor.core.device import resolve_device
 from conveyor.partition import Graph, TypedGraph
 from conveyor.partition.datasets import check_trainable
 from conveyor.partition.datasets.contents import check_features, check_labels, check_splits
 from conveyor.partition.graph import _split_ids
 from conveyor.partition.hetero import with_target
+from conveyor.pipeline.room import check_batch_room
+from conveyor.trainer.models.sizes import check_model_size
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
 MODEL_ARGUMENT = ("fit(model=...) takes None (the configured model), a config option name "
@@ -156,3 +159,18 @@ def check_model_shapes(module: nn.Module, graph: Graph, fanouts) -> None:
         raise ConveyorError(f"the {name} given to fit() does not fit the data: {'; '.join(problems)}. "
                             f"Build it as {name}({features}, hidden_channels, {hops}, {classes}), or "
                             f"pass fanouts with one entry per layer.")
+
+
+def check_sizes(graph: Graph, settings, given: nn.Module | None) -> None:
+    """Before any work: the configured model with this graph's features and classes (a given
+    module exists already), and the run's largest batch (evaluation's, at the training fanouts)
+    with what the model takes over it, against what the device may still allocate."""
+    device = resolve_device(settings.run.device)
+    features, hops = graph.x.size(1), len(settings.sampler.fanouts)
+    if given is None:
+        check_model_size(settings.model.hidden, int(graph.num_classes), hops, device, features)
+    trainer = settings.trainer
+    largest = min(max(trainer.batch_size, trainer.eval_batch_size), graph.num_nodes)
+    check_batch_room(graph, settings.sampler.fanouts, largest, device,
+                     hidden=settings.model.hidden if given is None else None,
+                     fix="Lower batch_size, trainer.eval_batch_size or fanouts (or model.hidden).")

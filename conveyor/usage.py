@@ -23,10 +23,11 @@ conveyor: pipelined GNN training (GraphSAGE, GCN, GAT) on large graphs.
 Usage: conveyor [GROUP=OPTION ...] [KEY=VALUE ...]     (from a checkout: python launch.py ...)
   e.g. conveyor model=sage data=products trainer.epochs=5 run.out_dir=runs/p1
   The defaults below follow the options given before --help: conveyor data=cora --help.
-  Partition offline with the same overrides: conveyor partition ... num_parts=K."""
+  Partition offline with the same overrides: conveyor partition ... num_parts=K.
+  Prepare cora, citeseer and pubmed without GitHub (from PyPI): conveyor prepare planetoid [--root DIR]."""
 FOOTER = """\
 Outputs go to run.out_dir: metrics.json, TensorBoard event files, run.log,
-checkpoints/last.pt (resume with run.resume=true). See README.md and docs/design.md."""
+checkpoints/last.pt (resume with run.resume=true)."""
 TARGET_ARGUMENT = "an argument of model._target_'s class"
 
 

@@ -46,7 +46,7 @@ def test_model_gat_trains_on_cora(tmp_path, data_root):
 
 def test_a_users_module_by_target_and_by_fit(tmp_path, data_root, cora):
     cfg = make_config("data=cora", f"data.root={data_root}", f"run.out_dir={tmp_path / 'own'}",
-                      "trainer.epochs=10", "+model._target_=tests.test_adapter.OwnModel")
+                      "trainer.epochs=10", "+model._target_=tests.helpers.OwnModel")
     by_target = train(cfg)
     assert type(by_target.model).__name__ == "OwnModel"  # Hydra imports the module again: not the same class object
     assert by_target.model.lins[0].out_features == 64  # model.hidden of cora.yaml, as hidden_channels

@@ -17,7 +17,7 @@ def test_products_offline_fails_fast_with_where_to_put_it(tmp_path):
 
 
 @pytest.mark.parametrize("override, words", [
-    ("sampler.fanouts=[5,0]", ["fanouts", "positive"]),
+    ("sampler.fanouts=[5,-2]", ["fanouts", "integers >= 0"]),
     ("trainer.batch_size=0", ["trainer.batch_size"]),
     ("model.name=transformer", ["model.name", "sage"]),
     ("data.name=imagenet", ["imagenet"]),

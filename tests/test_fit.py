@@ -1,4 +1,4 @@
-"""`conveyor.fit`: the README's example as written, a Graph in memory, and bad arguments."""
+"""`conveyor.fit`: the README's and docs/usage.md's examples as written, a Graph in memory, and bad arguments."""
 import json
 import re
 
@@ -11,7 +11,8 @@ from tests.helpers import REPO
 
 
 def readme_example(tag: str = "fit-example") -> str:
-    text = (REPO / "README.md").read_text()
+    """The tagged block of the README (the guide) or of docs/usage.md (the reference), as written."""
+    text = (REPO / "README.md").read_text() + (REPO / "docs" / "usage.md").read_text()
     return re.search(rf"<!-- {tag}[^>]*-->\n```python\n(.*?)```", text, re.S).group(1)
 
 
@@ -54,7 +55,7 @@ def test_fit_takes_a_graph_and_the_keywords(tmp_path, cora):
 
 @pytest.mark.parametrize("call, words", [
     (lambda g: conveyor.fit(g, epocs=3), ["epocs", "overrides="]),
-    (lambda g: conveyor.fit(g, overrides=["data=cora"]), ["data=", "launch.py"]),
+    (lambda g: conveyor.fit(g, overrides=["data=cora"]), ["data=", "the conveyor command"]),
     (lambda g: conveyor.fit(g, batch_size=0), ["trainer.batch_size", ">= 1"]),
     (lambda g: conveyor.fit(g.edge_index()), ["conveyor.Graph or a PyG Data", "Tensor"]),
 ])

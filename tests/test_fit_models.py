@@ -123,3 +123,36 @@ def test_float_targets_travel_through_the_process_pipeline_as_through_the_serial
                               overrides=[*FAST, f"pipeline={pipeline}", "trainer.eval_every=100"])
         losses[pipeline] = [e["loss"] for e in result.history]
     assert losses["async"] == pytest.approx(losses["serial"], rel=1e-6), losses
+
+
+def trained_weights(cora, tmp_path, name, model, **keywords) -> torch.Tensor:
+    conveyor.fit(cora, model, fanouts=[5, 5], batch_size=64, epochs=1, seed=0, out_dir=tmp_path / name,
+                 overrides=["trainer.progress=false", "pipeline=serial", "trainer.eval_every=100"], **keywords)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_a_given_model_draws_its_own_dropout_unless_conveyors_is_asked_for(cora, tmp_path):
+    """A stock PyG model handed to fit runs as written: its dropouts draw F.dropout's masks (the
+    same training as model.fast_dropout=false), and conveyor's faster masks only with
+    fast_dropout=True (another stream: other weights after one epoch)."""
+    as_written = trained_weights(cora, tmp_path, "default", stock("GraphSAGE", cora))
+    told_false = trained_weights(cora, tmp_path, "false", stock("GraphSAGE", cora), fast_dropout=False)
+    asked = trained_weights(cora, tmp_path, "true", stock("GraphSAGE", cora), fast_dropout=True)
+    assert torch.equal(as_written, told_false)
+    assert not torch.allclose(as_written, asked)
+    log = (tmp_path / "default" / "run.log").read_text()
+    assert "dropout: torch's F.dropout, as the model is written" in log
+    assert "dropout: conveyor's masks (model.fast_dropout)" in (tmp_path / "true" / "run.log").read_text()
+
+
+def test_a_model_that_cannot_run_layer_wise_is_named_with_the_reason_at_start_up(cora, tmp_path):
+    result = conveyor.fit(cora, stock("GraphSAGE", cora, jk="cat"), fanouts=[5, 5], epochs=1, out_dir=tmp_path / "jk",
+                          overrides=["trainer.progress=false", "pipeline=serial"])
+    assert result.final["inference"] == "sampled"
+    log = (tmp_path / "jk" / "run.log").read_text()
+    assert "model: the given GraphSAGE (the model settings unused)" in log
+    assert ("evaluation: sampled, not layer-wise: GraphSAGE(jk='cat') combines every layer's output in a "
+            "last step (jumping knowledge)") in " ".join(log.split()), log[-2000:]
+    with pytest.raises(conveyor.ConveyorError, match=r"cannot be evaluated layer by layer: GraphSAGE\(jk='cat'\)"):
+        conveyor.fit(cora, stock("GraphSAGE", cora, jk="cat"), fanouts=[5, 5], epochs=1, out_dir=tmp_path / "jk2",
+                     overrides=["trainer.progress=false", "pipeline=serial", "trainer.inference=layerwise"])

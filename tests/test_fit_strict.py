@@ -20,7 +20,9 @@ FAST = ["trainer.progress=false"]
 
 @pytest.fixture
 def data(cora):
-    return cora.to_data()  # a fresh PyG Data each test: x, y, edge_index, train/val/test masks
+    # a fresh PyG Data each test, its tensors copied: to_data() shares the session's Cora tensors,
+    # which these tests write into (y = -1)
+    return cora.to_data().clone()
 
 
 def refused(graph, *words, model=None, **kwargs):

@@ -87,3 +87,16 @@ def test_resume_without_a_checkpoint_says_so_in_the_run_log(tmp_path, data_root)
                               "trainer.epochs=1", "run.resume=true")).final
     assert final["epochs"] == 1
     assert f"run.resume=true but {out} has no checkpoint: starting from epoch 1" in (out / "run.log").read_text()
+
+
+def test_a_checkpoint_that_recorded_fast_dropout_true_resumes_under_the_null_default(tmp_path):
+    """Checkpoints from before model.fast_dropout's null default recorded true; for a built-in
+    model null means true, so they resume; a _target_ model's null is false, so true is refused."""
+    from conveyor.trainer.outputs.resume import check_resumable
+    saved = {"model": {"name": "sage", "fast_dropout": True}}
+    check_resumable(saved, {"model": {"name": "sage", "fast_dropout": None}}, tmp_path)
+    with pytest.raises(ConveyorError, match="model.fast_dropout: True in the checkpoint, None now"):
+        check_resumable({"model": {**saved["model"], "_target_": "m.M"}},
+                        {"model": {"name": "sage", "_target_": "m.M", "fast_dropout": None}}, tmp_path)
+    with pytest.raises(ConveyorError, match="model.fast_dropout: True in the checkpoint, False now"):
+        check_resumable(saved, {"model": {"name": "sage", "fast_dropout": False}}, tmp_path)

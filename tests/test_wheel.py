@@ -1,11 +1,14 @@
 """The wheel as a user installs it: built from the repository's files, installed into a fresh
-virtual environment, and run from a folder outside the checkout: the `conveyor` command trains on
-cora and `conveyor partition` partitions it, both from the configs the wheel carries.
+virtual environment, and run from a folder outside the checkout. It holds every file of conf/,
+composes every (dataset, model) pair of defaults exactly as the checkout does, trains the pair whose
+settings live deepest (cora with GCN: conf/data/planetoid/), and has the `partition` and `prepare`
+commands.
 
-The fresh environment gets only the wheel (`--no-deps`); the dependencies it would pull from
-PyPI (GBs of torch) come from this interpreter's site-packages, listed in a `.pth` file. A plain
-path line there does not run the `.pth` files of that folder, so the editable install of the
-checkout stays off, and the test checks that conveyor's packages load from the fresh environment.
+One wheel and one environment serve the whole module. The fresh environment gets only the wheel
+(`--no-deps`); the dependencies it would pull from PyPI (GBs of torch) come from this interpreter's
+site-packages, listed in a `.pth` file. A plain path line there does not run the `.pth` files of
+that folder, so the editable install of the checkout stays off, and the test checks that
+conveyor's packages load from the fresh environment.
 """
 import json
 import os
@@ -18,12 +21,26 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from conveyor.compose import compose_config
+from conveyor.config import load_settings
 from conveyor.partition import load_dataset, load_parts
 from tests.helpers import REPO, users_project
 
 pytestmark = pytest.mark.slow
 PACKAGES = ("conveyor", "conveyor.trainer.run", "conveyor.partition", "conveyor.pipeline.stages", "conveyor.conf")
+DATASETS = sorted(path.stem for path in (REPO / "conf" / "data").glob("*.yaml"))
+MODELS = sorted(path.stem for path in (REPO / "conf" / "model").glob("*.yaml"))
+# Each pair's composed config as JSON, interpolations unresolved (run.out_dir's ${run_id:} is per process).
+COMPOSE_PAIRS = """
+import json, sys
+from omegaconf import OmegaConf
+from conveyor.compose import compose_config
+pairs = [pair.split(",") for pair in sys.argv[1:]]
+print(json.dumps({f"{d},{m}": OmegaConf.to_container(compose_config([f"data={d}", f"model={m}"]), resolve=False)
+                  for d, m in pairs}))
+"""
 
 
 def source_files() -> list:
@@ -68,33 +85,67 @@ def run(argv: list, cwd=None, timeout=600) -> subprocess.CompletedProcess:
     return result
 
 
-def test_the_wheel_installs_and_runs_without_the_checkout(tmp_path, data_root):
-    wheel = build_wheel(tmp_path)
-    venv = fresh_venv(tmp_path, wheel)
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the wheel, its fresh environment, a user's folder outside the checkout): built once."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    wheel = build_wheel(tmp)
+    return wheel, fresh_venv(tmp, wheel), users_project(tmp / "elsewhere")  # its own trainer.py, conf/: never read
+
+
+def test_the_wheel_holds_the_package_and_every_file_under_conf(installed):
+    wheel, _, _ = installed
     with zipfile.ZipFile(wheel) as archive:
-        top = {name.split("/")[0] for name in archive.namelist()}
-    assert top == {"conveyor", f"conveyor-{wheel.name.split('-')[1]}.dist-info"}, top
-    elsewhere = users_project(tmp_path / "elsewhere")  # its own trainer.py, cache.py, ..., conf/: never read
-    python, site = venv / "bin" / "python", venv / "lib"
+        names = archive.namelist()
+    assert {name.split("/")[0] for name in names} == {"conveyor", f"conveyor-{wheel.name.split('-')[1]}.dist-info"}
+    conf = sorted(str(path.relative_to(REPO)) for path in (REPO / "conf").rglob("*")
+                  if path.is_file() and "__pycache__" not in path.parts)
+    assert len(conf) > 30 and "conf/data/planetoid/cora_gcn.yaml" in conf
+    assert sorted(name.removeprefix("conveyor/") for name in names if name.startswith("conveyor/conf/")) == conf
 
-    where = run([python, "-c", f"import {', '.join(PACKAGES)}; print({', '.join(p + '.__file__' for p in PACKAGES)})"],
+
+def test_the_package_loads_from_the_fresh_environment(installed):
+    _, venv, elsewhere = installed
+    where = run([venv / "bin" / "python", "-c",
+                 f"import {', '.join(PACKAGES)}; print({', '.join(p + '.__file__' for p in PACKAGES)})"],
                 cwd=elsewhere).stdout.split()
-    assert all(Path(path).is_relative_to(site) for path in where), where
-    assert not (site / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / "conf").exists()
+    assert all(Path(path).is_relative_to(venv / "lib") for path in where), where
+    assert not list((venv / "lib").glob("python*/site-packages/conf"))
 
-    out = tmp_path / "run"
-    run([venv / "bin" / "conveyor", "data=cora", f"data.root={data_root}", "trainer.epochs=1",
-         "trainer.progress=false", "run.device=cpu", f"run.out_dir={out}"], cwd=elsewhere)
-    metrics = json.loads((out / "metrics.json").read_text())
+
+def test_every_dataset_model_pair_composes_from_the_wheel_as_from_the_checkout(installed):
+    _, venv, elsewhere = installed
+    pairs = [f"{data},{model}" for data in DATASETS for model in MODELS]
+    assert len(DATASETS) >= 9 and MODELS == ["gat", "gcn", "mlp", "sage"]
+    from_wheel = json.loads(run([venv / "bin" / "python", "-c", COMPOSE_PAIRS, *pairs], cwd=elsewhere).stdout)
+    here = {pair: OmegaConf.to_container(compose_config([f"data={pair.split(',')[0]}", f"model={pair.split(',')[1]}"]),
+                                         resolve=False) for pair in pairs}
+    assert from_wheel == here
+    assert (here["cora,gcn"]["model"]["hidden"], here["cora,gcn"]["trainer"]["epochs"]) == (16, 200)  # Kipf & Welling's
+    assert here["cora,gat"]["model"]["out_heads"] == 1  # the specialised files are in the comparison
+
+
+def test_the_command_trains_gcn_on_cora_with_the_checkouts_settings(installed, data_root, tmp_path):
+    wheel, venv, elsewhere = installed
+    overrides = ["model=gcn", "data=cora", f"data.root={data_root}", "trainer.epochs=1", "trainer.progress=false",
+                 "run.device=cpu", f"run.out_dir={tmp_path / 'run'}"]
+    run([venv / "bin" / "conveyor", *overrides], cwd=elsewhere)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     version = wheel.name.split("-")[1]
     assert metrics["conveyor"] == {"version": version, "commit": None, "modified": None}  # not the checkout
-    assert metrics["config"]["data"]["name"] == "cora" and metrics["config"]["pipeline"]["name"] == "serial"
+    assert metrics["config"] == load_settings(overrides, check_machine=False).to_dict()
+    assert metrics["config"]["sampler"]["fanouts"] == [-1, -1] and metrics["config"]["model"]["gcn_degrees"] == "graph"
     assert [epoch["epoch"] for epoch in metrics["epochs"]] == [1]
     assert 0.0 <= metrics["final"]["test_acc"] <= 1.0 and metrics["final"]["loss"] > 0
-    assert (out / "checkpoints" / "last.pt").is_file() and (out / ".hydra" / "config.yaml").is_file()
+    assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+    assert (tmp_path / "run" / ".hydra" / "config.yaml").is_file()
 
+
+def test_the_partition_prepare_and_help_commands_run_from_the_wheel(installed, data_root, tmp_path):
+    _, venv, elsewhere = installed
+    conveyor = venv / "bin" / "conveyor"
     parts = tmp_path / "parts"
-    printed = run([venv / "bin" / "conveyor", "partition", "data=cora", f"data.root={data_root}", "num_parts=2",
+    printed = run([conveyor, "partition", "data=cora", f"data.root={data_root}", "num_parts=2",
                    f"partition.dir={parts}"], cwd=elsewhere).stdout
     assert f"wrote 2 parts to {parts}" in printed
     saved = load_parts(parts)
@@ -102,5 +153,9 @@ def test_the_wheel_installs_and_runs_without_the_checkout(tmp_path, data_root):
     assert [part.rank for part in saved] == [0, 1]
     assert torch.equal(train.sort().values, load_dataset("cora", root=data_root).train_idx.sort().values)
 
-    shown = run([venv / "bin" / "conveyor", "data=cora", "--help"], cwd=elsewhere).stdout
+    prepared = run([conveyor, "prepare", "planetoid", "--root", data_root], cwd=elsewhere).stdout
+    assert prepared.count("raw files already in") == 3  # the command is there; the suite's files are whole
+
+    shown = run([conveyor, "data=cora", "--help"], cwd=elsewhere).stdout
     assert "* cora" in shown and "data.normalize_features=true" in shown
+    assert "Offline: conveyor prepare planetoid --root <root>" in shown and "scripts/" not in shown

@@ -11,6 +11,8 @@ from torch import Tensor
 
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
+from conveyor.core.extras import require_extra
+from conveyor.loader.repeated_seeds import has_repeats
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
@@ -58,17 +60,18 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
                    weight_attr, transform)
 
 
-def input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool, Optional[str]]:
+def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
     """PyG's input_nodes as node ids (None: every node; a boolean mask; ids), whether they came as a
     mask (PyG's input_id is then the node ids, else positions), and the seeds' node type (a typed
-    graph's input_nodes name it: loader/hetero.py; else None)."""
+    graph's input_nodes name it: loader/hetero.py, each node once; else None)."""
     if is_typed(graph):
         from conveyor.loader.hetero import typed_input_nodes
         return typed_input_nodes(input_nodes, graph)
-    return (*untyped_input_node_ids(input_nodes, graph), None)
+    return (*untyped_input_node_ids(input_nodes, graph, subgraph_type), None)
 
 
-def untyped_input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool]:
+def untyped_input_node_ids(input_nodes, graph: Graph, subgraph_type: str) -> Tuple[Tensor, bool]:
+    """ids, repeats allowed in directional subgraphs as PyG's: loader/repeated_seeds.py."""
     if input_nodes is None:
         return torch.arange(graph.num_nodes), False
     if isinstance(input_nodes, (str, tuple)):
@@ -81,7 +84,12 @@ def untyped_input_node_ids(input_nodes, graph: Graph) -> Tuple[Tensor, bool]:
             raise ConveyorError(f"input_nodes as a boolean mask must have one entry per node "
                                 f"({graph.num_nodes}), got shape {tuple(ids.shape)}.")
         return ids.nonzero().view(-1), True
-    return check_seeds(ids.cpu(), graph.num_nodes), False
+    ids = check_seeds(ids.cpu(), graph.num_nodes, unique=False)
+    if subgraph_type != "directional" and has_repeats(ids):
+        raise ConveyorError(f"input_nodes holds some node more than once, which conveyor.NeighborLoader "
+                            f"takes with subgraph_type='directional' only (got {subgraph_type!r}); pass "
+                            f"each node once (torch.unique(input_nodes)).")
+    return ids, False
 
 
 def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, graph: Optional[Graph] = None):
@@ -99,6 +107,8 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
         if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
             raise ConveyorError(f"sampler={sampler!r} draws graphs of one node and edge type; sample a HeteroData "
                                 f"with sampler='bsp' (or 'auto').")
+        if resolve_sampler_name(sampler, device) == "fused":
+            require_extra("triton", "sampler='fused'")  # here, not in the sampler's process
         sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
                               **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
     elif options.weight_attr is not None:

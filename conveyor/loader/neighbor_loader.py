@@ -43,6 +43,7 @@ from conveyor.loader.inputs import (
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.loader.pyg_input import graph_and_layout
+from conveyor.loader.repeated_seeds import distinct_seeds, has_repeats, with_repeated_seeds
 from conveyor.loader.to_pyg import to_pyg
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
@@ -81,7 +82,7 @@ class NeighborLoader(PipelineLoader):
         parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options, graph),
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
                             attributes=attributes_of(graph))
-        nodes, self.mask_input, self.input_type = input_node_ids(input_nodes, graph)
+        nodes, self.mask_input, self.input_type = input_node_ids(input_nodes, graph, options.subgraph_type)
         super().__init__(graph, parts, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
         self.data, self.options, self.cache_option = data, options, cache
         self._snapshot = snapshot(data)
@@ -138,6 +139,10 @@ class NeighborLoader(PipelineLoader):
                 self._handed.append(weakref.ref(data))
             yield data
 
+    def seed_batches(self, epoch: int) -> List[Tensor]:
+        """Each batch's seeds once each: a repeat gets its place in to_data."""
+        return [distinct_seeds(seeds) for seeds in super().seed_batches(epoch)]
+
     def __call__(self, index) -> "torch_geometric.data.Data":  # noqa: F821
         """The batch of these positions in input_nodes (PyG's NodeLoader.__call__)."""
         positions = torch.as_tensor(index, dtype=torch.long).view(-1)
@@ -145,7 +150,8 @@ class NeighborLoader(PipelineLoader):
             raise ConveyorError(f"loader(index) takes positions in input_nodes (0..{self.input_nodes.numel() - 1}), "
                                 f"got {index!r}.")
         source = self.side_source() if self.parts.settings.name == "async" else self.source
-        batch = next(iter(source.run([self.input_nodes[positions]], stream_seed(self.seed, 0, STREAM_SAMPLER))))
+        seeds = distinct_seeds(self.input_nodes[positions])
+        batch = next(iter(source.run([seeds], stream_seed(self.seed, 0, STREAM_SAMPLER))))
         return self.to_data(batch, positions)
 
     def to_data(self, prepared, positions: Tensor):
@@ -156,6 +162,9 @@ class NeighborLoader(PipelineLoader):
             data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
         else:
             data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
+            seeds = self.input_nodes[positions]
+            if not self.mask_input and has_repeats(seeds):
+                data = with_repeated_seeds(data, seeds, self.layout)
         return data if self.options.transform is None else self.options.transform(data)
 
     def side_source(self):

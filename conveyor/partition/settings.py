@@ -22,11 +22,9 @@ class DataSettings(Section):
         "synthetic": "A products-shaped synthetic graph, generated on first use and cached under root (no "
                      "download). scale=1.0 has ogbn-products' sizes (2,449,029 nodes, ~123.7M directed edges, "
                      "100 features, 47 classes).",
-        "cora": "Planetoid cora, standard public split. Offline: python scripts/prepare_planetoid.py --root <root>",
-        "citeseer": "Planetoid citeseer, standard public split. Offline: python scripts/prepare_planetoid.py "
-                    "--root <root>",
-        "pubmed": "Planetoid pubmed, standard public split. Offline: python scripts/prepare_planetoid.py "
-                  "--root <root>",
+        "cora": "Planetoid cora, standard public split. Offline: conveyor prepare planetoid --root <root>",
+        "citeseer": "Planetoid citeseer, standard public split. Offline: conveyor prepare planetoid --root <root>",
+        "pubmed": "Planetoid pubmed, standard public split. Offline: conveyor prepare planetoid --root <root>",
         "arxiv": "ogbn-arxiv (OGB official split); downloaded by ogb into root when online.",
         "products": "ogbn-products (OGB official split); downloaded by ogb into root when online (~1.4 GB).",
         "papers100m": "ogbn-papers100M (OGB official split); ~57 GB download, needs ~100 GB of host memory.",

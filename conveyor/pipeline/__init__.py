@@ -33,6 +33,8 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     settings.py  `pipeline.*`, declared and typed (PipelineSettings)
     cores.py     the cores this process may use and how many are idle (the sampling threads)
     sharing.py   opening the trainer's graph in the stage processes without copying it
+    shm.py       what the async pipeline places in /dev/shm, and the paragraph when it lacks room
+    room.py      a batch's size bounded before sampling; the room the batches take, checked per run
     shutdown.py  starting and stopping processes so nothing hangs or is left behind
     guard.py     refusing to spawn from a script's top level without `if __name__ == "__main__":`
 """
@@ -56,20 +58,23 @@ log = logging.getLogger("conveyor")
 
 
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None, attributes=None):
+                 recorder=None, attributes=None, batch_size=None):
     """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
     (sampler and loader processes). `features`: a feature source, its spec, or None (batches
     without x); `batch_ratio`: the largest batch `run()` will be given over the training batch, in
     seeds (room an auto cache leaves free); `recorder`: where the async pipeline's TensorBoard
     scalars go (`scalar(tag, value, step)`), or None; `attributes`: the graph's other attributes
-    each batch carries (partition.attributes: an AttributeStore or its AttributeSpec), or None."""
+    each batch carries (partition.attributes: an AttributeStore or its AttributeSpec), or None;
+    `batch_size`: seeds of a training batch, if known, so that the room the async pipeline's slots
+    take (in /dev/shm and in memory) is checked before its processes start, else before the first
+    run (pipeline/room.py)."""
     check_parts(sampler, features, attributes)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
     log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
     settings = dataclasses.replace(settings, sampler_threads=threads)  # chosen once: a restart keeps it
     if settings.name == "async":
-        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, attributes)
+        return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, attributes, batch_size)
     return SerialBatches(graph, sampler, features, device, batch_ratio, sampling_threads=threads,
                          attributes=attributes)
 

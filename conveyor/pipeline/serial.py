@@ -29,6 +29,7 @@ from conveyor.pipeline.batch import (
 from conveyor.pipeline.cores import torch_threads
 from conveyor.pipeline.memory import BatchPeak, batch_room
 from conveyor.pipeline.phases import PhaseSamplers, check_phase, gathers_features
+from conveyor.pipeline.room import PipelineRoom
 
 
 class SerialBatches:
@@ -48,10 +49,13 @@ class SerialBatches:
         self.batches_done = 0
         self.batch_ratio, self.peak = batch_ratio, BatchPeak(self.device)
         self.sampling_threads = sampling_threads
+        self.room = PipelineRoom.of(graph, sampler, features, self.device, batch_ratio=batch_ratio,
+                                    attributes=attributes)
 
     def run(self, seed_batches: List[Tensor], sampler_seed: int, phase: str = "train") -> Iterator[PreparedBatch]:
         """As AsyncBatches.run (`phase`: pipeline/phases.py; no TensorBoard series here)."""
         sampler, features = self.samplers.for_phase(check_phase(phase)), gathers_features(phase)
+        self.room.check_run(seed_batches, phase)  # its largest batch fits in memory (room.py)
         reseed(sampler, sampler_seed)
         for seeds in seed_batches:
             self.peak.start()

@@ -10,12 +10,12 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from torch import Tensor
 
 from conveyor.partition import Graph
-from conveyor.pipeline.shm import check_shm_room
+from conveyor.pipeline.shm import check_shm_room, shared_bytes, shm_shortfall
 
 SAVED_FILE = "graph.pt"
 
@@ -30,6 +30,10 @@ class GraphHandle:
     kind: type = Graph  # the graph's class (a TypedGraph: partition/hetero.py)
     meta: dict = field(default_factory=dict)  # the rest of it: graph.meta()
 
+    @property
+    def num_classes(self) -> Optional[int]:
+        return self.meta.get("num_classes")
+
     def open(self) -> Graph:
         tensors = dict(self.shared)
         if self.mapped:
@@ -38,9 +42,11 @@ class GraphHandle:
         return self.kind.from_tensors(tensors, **self.meta)
 
 
-def share_graph(graph: Graph) -> GraphHandle:
+def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Sequence[Tensor] = ()) -> GraphHandle:
     """A handle to `graph` for other processes (moves the tensors that are not file-mapped into
-    shared memory, in place)."""
+    shared memory, in place), once /dev/shm has room for them, for the tensors of the objects
+    that will be pickled into the stages (`carried`) and for what else the pipeline places there
+    (`need`, bytes by what takes them: shm.py)."""
     maps, tensors = _file_maps(), graph.tensors()
     directory, mapped = None, ()
     origin = _file_offset(maps, graph.indptr)
@@ -50,13 +56,18 @@ def share_graph(graph: Graph) -> GraphHandle:
         maps = _file_maps()  # now with the second mapping of the file
         mapped = tuple(f for f, t in tensors.items() if _same_tensor(maps, t, saved.get(f)))
     moved = [f for f in tensors if f not in mapped]
-    check_shm_room(sum(_bytes(tensors[f]) for f in moved if not tensors[f].is_shared()))
-    shared = {f: tensors[f].share_memory_() for f in moved}
+    graph_bytes = shared_bytes(tensors[f] for f in moved)
+    carried_bytes = shared_bytes([*(tensors[f] for f in moved), *carried]) - graph_bytes  # each storage once
+    check_shm_room({"the graph's tensors not mapped from its file": graph_bytes,
+                    "the sampler's and feature source's own tensors": carried_bytes, **(need or {})})
+    try:
+        shared = {f: tensors[f].share_memory_() for f in moved}
+    except RuntimeError as error:  # filled by another process since the check
+        paragraph = shm_shortfall(error)
+        if paragraph is None:
+            raise
+        raise paragraph from None
     return GraphHandle(directory, mapped, shared, type(graph), graph.meta())
-
-
-def _bytes(tensor) -> int:
-    return tensor.numel() * tensor.element_size()
 
 
 def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:

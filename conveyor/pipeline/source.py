@@ -20,8 +20,12 @@ TensorBoard and pacing (monitor.py), CUDA MPS shares (mps.py).
 from __future__ import annotations
 
 import logging
+import os
 import time
-from typing import Iterator, List
+import warnings
+from multiprocessing import resource_tracker
+from pathlib import Path
+from typing import Iterator, List, Optional
 
 import torch
 from torch import Tensor
@@ -33,9 +37,11 @@ from conveyor.pipeline.monitor import PipelineMonitor, Scalars
 from conveyor.pipeline.mps import MPSShares
 from conveyor.pipeline.phases import check_phase, series
 from conveyor.pipeline.processes import QUEUES, StageProcesses
+from conveyor.pipeline.room import PipelineRoom
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.pipeline.sharing import share_graph
-from conveyor.pipeline.shutdown import signals_held
+from conveyor.pipeline.shm import object_tensors, shm_shortfall
+from conveyor.pipeline.shutdown import SEMAPHORE_PREFIX, signals_held
 from conveyor.pipeline.stages import BatchMessage, LoaderWork, SamplerWork
 from conveyor.pipeline.transport import BatchReceiver
 from conveyor.pipeline.watch import PipelineError, StageWatch
@@ -50,11 +56,15 @@ class AsyncBatches:
     `conveyor.pipeline.batch_source` for the arguments."""
 
     def __init__(self, graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
-                 recorder=None, attributes=None):
+                 recorder=None, attributes=None, batch_size: Optional[int] = None):
         check_main_guard(parts=(sampler, features, attributes))  # before anything is spawned (guard.py)
         self.settings = settings
         self.device = torch.device(device)
-        self.graph = share_graph(graph)
+        # /dev/shm's room for all the pipeline places there, before anything is (shm.py); the
+        # slots again before each run, once its batch sizes are known (`batch_size`: now)
+        self.room = PipelineRoom.of(graph, sampler, features, self.device, settings, batch_ratio, attributes)
+        self.graph = share_graph(graph, self.room.start_need(batch_size),
+                                 carried=[t for part in (sampler, features, attributes) for t in object_tensors(part)])
         positions = attributes is not None and getattr(attributes, "needs_edges", True)
         self.work = {"sampler": SamplerWork(sampler, settings.superbatch, positions),
                      "loader": LoaderWork(features, batch_ratio, settings.slots, settings.sampled_slots, attributes)}
@@ -67,7 +77,13 @@ class AsyncBatches:
         self._start()
 
     def _start(self) -> None:
-        self.stages = StageProcesses(self.graph, self.device, self.settings, self.work, self.mps.percentages)
+        try:
+            self.stages = StageProcesses(self.graph, self.device, self.settings, self.work, self.mps.percentages)
+        except OSError as error:  # a queue's semaphore in a /dev/shm filled since the check
+            paragraph = shm_shortfall(error)
+            if paragraph is None:
+                raise
+            raise paragraph from None
         self.watch = StageWatch(self.stages, self.settings.stall_timeout_s)
         self.receiver = BatchReceiver(self.stages, self.watch, self.settings.slots)
         self.monitor.watch(self.stages.control)
@@ -85,6 +101,7 @@ class AsyncBatches:
                 return
             self._closed = True
             self.stages.stop()
+            relaunch_dead_resource_tracker()
         s = self.stats()
         if s["batches"]:
             log.info("pipeline: %d batches, trainer waited %.1f%% of the time, IPC %.2f ms a batch "
@@ -113,8 +130,9 @@ class AsyncBatches:
             log.debug("pipeline: restarting the stage processes with their MPS SM shares")
             self.stages.stop()
             self._start()
+        self.room.check_run(seed_batches, check_phase(phase), held=slot_bytes_held(self.receiver))
         self.job += 1
-        self.scalars.phase = series(check_phase(phase))
+        self.scalars.phase = series(phase)
         self.stages.submit(self.job, seed_batches, sampler_seed, phase)
         return self._batches(self.job, len(seed_batches))
 
@@ -125,7 +143,7 @@ class AsyncBatches:
                 raise RuntimeError("this run() was abandoned: a later run() call replaced it (the "
                                    "pipeline serves one run at a time)")
             depths = {q: self.stages.control.depth(q) for q in QUEUES}  # what waits as the trainer asks
-            message, waited = self.receiver.receive(job)
+            message, waited = self._receive(job)
             if message.index != index:
                 raise PipelineError(f"pipeline: batch {message.index} arrived where batch {index} "
                                     f"was due; the stages lost their order (a bug).")
@@ -142,6 +160,15 @@ class AsyncBatches:
             last = now
         if count >= self.settings.pace.interval:
             self.monitor.log_run(count)
+
+    def _receive(self, job: int) -> tuple[BatchMessage, float]:
+        try:
+            return self.receiver.receive(job)
+        except PipelineError as error:  # a stage's slot found /dev/shm full all the same
+            paragraph = shm_shortfall(error)
+            if paragraph is None:
+                raise
+            raise paragraph from None
 
     def _prepared(self, message: BatchMessage) -> tuple[PreparedBatch, int]:
         """The batch of `message` as views of its slots, leased until its tensors are gone."""
@@ -165,3 +192,31 @@ class AsyncBatches:
             for stage, percent in shares.items():
                 self.scalars.add(f"mps_percent/{stage}", percent)
         self.monitor.account(message, depths, waited, ipc_s, train_s, held_bytes)
+
+
+def slot_bytes_held(receiver: BatchReceiver) -> int:
+    """What the slots of both queues hold now: on the CPU every buffer reaches the trainer."""
+    return sum(b.numel() * b.element_size() for r in receiver.readers.values() for b in r.buffers.values())
+
+
+def relaunch_dead_resource_tracker() -> None:
+    """multiprocessing's resource tracker (a process of its own) unlinks this process's named
+    semaphores should it die. Killed (by a user, an OOM killer), it is relaunched empty at the
+    next unregister, and every semaphore this process then unlinks (the queues', as they are
+    dropped) is a KeyError traceback in it. So once the queues are closed, a dead tracker is
+    relaunched here, quietly, and told again of the semaphores this process still has
+    (/dev/shm/sem.mp-conveyor-<pid>-*, shutdown.py)."""
+    tracker = resource_tracker._resource_tracker
+    pid = getattr(tracker, "_pid", None)
+    if pid is None:
+        return
+    try:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            return  # alive
+    except ChildProcessError:
+        pass  # reaped already: dead
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "process died unexpectedly, relaunching": it is known here
+        tracker.ensure_running()
+    for path in Path("/dev/shm").glob(f"sem.{SEMAPHORE_PREFIX}{os.getpid()}-*"):
+        resource_tracker.register("/" + path.name[len("sem."):], "semaphore")

@@ -45,7 +45,7 @@ def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_seeds(seeds, num_nodes: int) -> Tensor:
+def check_seeds(seeds, num_nodes: int, unique: bool = True) -> Tensor:
     seeds = torch.as_tensor(seeds)
     if seeds.dim() != 1 or seeds.dtype.is_floating_point or seeds.dtype == torch.bool:
         raise ConveyorError(f"seeds must be a 1-D tensor of integer node ids, got shape "
@@ -57,7 +57,7 @@ def check_seeds(seeds, num_nodes: int) -> Tensor:
     if lo < 0 or hi >= num_nodes:
         raise ConveyorError(f"seed node ids must lie in 0..{num_nodes - 1}, got ids from {lo} to "
                             f"{hi}; check that the seeds belong to this graph.")
-    if torch.unique(seeds).numel() != seeds.numel():
+    if unique and torch.unique(seeds).numel() != seeds.numel():
         raise ConveyorError("seeds must be unique node ids, but some appear more than once; "
                             "deduplicate them (e.g. torch.unique) before sampling.")
     return seeds

@@ -1,5 +1,6 @@
 """What the settings' own declarations cannot check, because it depends on this machine: the
-device, the world size, a writable out_dir, the data's folders, an importable model class. The
+device, the world size, a writable out_dir, the data's folders, an importable model class, the
+extra a chosen part needs (triton for sampler=fused: core/extras.py). The
 entry point (conveyor/config.py) runs it once, after building the settings, before any data is
 loaded."""
 from __future__ import annotations
@@ -15,14 +16,19 @@ import torch
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
-from conveyor.partition.datasets import TYPED, check_root
+from conveyor.core.extras import require_extra
+from conveyor.core.links import path_kind
+from conveyor.partition.datasets import OGB, TYPED, check_root
 from conveyor.partition.datasets.custom import check_folder
+from conveyor.partition.datasets.ogbn import check_ogb_installed
+from conveyor.partition.datasets.synthetic import check_synthetic_room
 from conveyor.samplers import resolve_sampler_name
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
 
 CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes into
+PROBE_TRIES = 20  # another rank's probe may remove the folder this one is writing in, each time
 
 
 def check_typed(settings: TrainingSettings, device) -> None:
@@ -44,9 +50,12 @@ def check_machine(settings: TrainingSettings) -> None:
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))
     check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
-                     len(settings.sampler.fanouts), device)
+                     len(settings.sampler.fanouts), device, getattr(settings.data, "num_features", None),
+                     copies=settings.run.world_size if device.type == "cpu" else 1)
     check_data_paths(settings.data)
     check_model_target(settings.model)
+    if settings.sampler.name == "fused":  # an extra (core/extras.py): named here, not in the sampler process
+        require_extra("triton", "sampler=fused (the fused Triton sampler)")
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -70,7 +79,7 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConveyorError(f"run.out_dir={out_dir} cannot be followed ({error}); fix or remove "
                             f"the symbolic link, or choose another run.out_dir.") from None
     for path in (out_dir, out_dir / CHECKPOINTS):
-        if path.exists() and not path.is_dir():
+        if path_kind(path) == "other":  # one stat: a rank probing the fresh folder may remove it meanwhile
             raise ConveyorError(f"run.out_dir: {path} exists and is not a directory; choose another "
                                 f"run.out_dir, or move the file away.")
     folders = (out_dir / CHECKPOINTS, out_dir, *out_dir.absolute().parents)
@@ -104,15 +113,15 @@ def probe_write(folders: tuple) -> tuple:
     """(existing, missing, error): the deepest of `folders` that exists, the one to make in it,
     and the OSError writing there meets (None: writable). Tried again when another run's probe
     (torchrun agents start together) removed that folder meanwhile."""
-    for _ in range(3):
-        existing = next(p for p in folders if p.exists())
+    for _ in range(PROBE_TRIES):
+        existing = next(p for p in folders if path_kind(p) != "missing")
         missing = folders[folders.index(existing) - 1] if existing != folders[0] else None
         try:  # a real write: permission bits do not tell root, a read-only mount or a full quota
             try_write(existing, missing)
             return existing, missing, None
         except OSError as caught:
             error = caught
-            if not isinstance(error, FileNotFoundError) or existing.exists():
+            if not isinstance(error, FileNotFoundError):  # vanished in between (it was there): again
                 break
     return existing, missing, error
 
@@ -136,8 +145,12 @@ def check_data_paths(data) -> None:
     work (the loader reads them only after the out_dir is set up)."""
     if data.root is not None or data.name not in ("custom", "memory"):  # those two read no root
         check_root(data.root if data.root is not None else data.root_folder())
+    if data.name in OGB:  # its reader is an extra (core/extras.py)
+        check_ogb_installed(data.name, data.root_folder())
     if data.name == "custom":
         check_folder(data.path)
+    if data.name == "synthetic":  # a graph of these sizes is generated: refused here if it cannot fit
+        check_synthetic_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
 
 
 def check_model_target(model: ModelSettings) -> None:

@@ -28,10 +28,11 @@ from conveyor.samplers import SamplerSpec
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.loop.epoch import train_epoch
 from conveyor.trainer.loop.evaluation import split_figures
-from conveyor.trainer.loop.layerwise import resolve_inference
+from conveyor.trainer.loop.layerwise import layerwise_obstacle, resolve_inference
 from conveyor.trainer.loop.loss import default_loss
 from conveyor.trainer.loop.precision import Precision, resolve_precision
 from conveyor.trainer.loop.schedule import build_scheduler, step_scheduler
+from conveyor.trainer.models.adapter import unwrapped
 from conveyor.trainer.models.edges import edge_spec
 from conveyor.trainer.models.gcn import training_degree
 from conveyor.trainer.models.hetero import typed_model
@@ -163,10 +164,10 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     elif model is None:
         model = build_model(settings.model, graph.x.size(1), int(graph.num_classes), len(settings.sampler.fanouts))
     else:
-        log.info("model: the given %s (the model settings unused)", type(model).__name__)
+        log.info("model: the given %s (the model settings unused)", type(unwrapped(model)).__name__)
     model = model.to(ctx.device)
     inference = resolve_inference(trainer.inference, model)
-    log.info("evaluation: %s", inference)
+    log_model_choices(model, trainer.inference, inference)
     check_validation_nodes(trainer, ctx, graph)
     optimizer = (make_optimizer or partial(torch.optim.Adam, lr=trainer.lr,
                                            weight_decay=trainer.weight_decay))(model.parameters())
@@ -177,10 +178,23 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
     edges = edge_spec(model, graph)
-    log.info("edge features: %s", ", ".join(edges.edge) if edges else "none the model takes")
+    if edges:  # the console's start-up stays short: the line where the run reads some
+        log.info("edge features: %s", ", ".join(edges.edge))
     source = build_loader(settings, graph, ctx.seed_plan(settings.run.seed), ctx.device, recorder, model)
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best, data=data)
+
+
+def log_model_choices(model, asked: str, inference: str) -> None:
+    """What the run makes of the model, said at start-up: its evaluation (and why `auto` is not
+    layer-wise, where the model cannot be) and whose dropout masks it draws."""
+    obstacle = layerwise_obstacle(model) if asked == "auto" else None
+    dropout = ("conveyor's masks (model.fast_dropout)" if getattr(model, "fast_dropout", False)
+               else "torch's F.dropout, as the model is written")
+    if obstacle is not None:
+        log.warning("evaluation: sampled, not layer-wise: %s; dropout: %s", obstacle, dropout)
+    else:
+        log.info("evaluation: %s; dropout: %s", inference, dropout)
 
 
 def open_out_dir(settings: TrainingSettings, ctx) -> tuple:

@@ -136,10 +136,12 @@ class ModelSettings(Section):
         "NeighborLoader training) | graph (the whole graph's degrees: with every fanout -1, full-batch GCN "
         "exactly, as Kipf and Welling train it). Layer-wise evaluation always reads the whole graph's "
         "(trainer/models/gcn.py)", choice(GCN_DEGREES))
-    fast_dropout: bool = setting(True, "CPU dropout masks cut from 16-bit slices of random words "
-                                       "(trainer/models/dropout.py): torch's distribution with p to 1/65536, 3-4x "
-                                       "faster than F.dropout; false: "
-                                       "F.dropout's draws, as runs before it", boolean())
+    fast_dropout: Optional[bool] = setting(
+        None, "conveyor's CPU dropout masks, cut from 16-bit slices of random words (trainer/models/dropout.py): "
+        "torch's distribution with p to 1/65536, 3-4x faster than F.dropout. null: for the built-in models "
+        "(sage, gcn, mlp) only; any other (a model._target_, so model=gat too, or a module given to fit) "
+        "draws F.dropout's masks, as written. true: for every model (a PyG model's dropouts between its "
+        "layers too); false: for none (F.dropout's draws, as runs before it)", boolean(nullable=True))
     _target_: Optional[str] = setting(None, "the model class (module.Class, e.g. torch_geometric.nn.GAT), built "
                                             "with in_channels, out_channels, num_layers, hidden_channels "
                                             "(model.hidden) and the other model.* keys; null: the built-in name",
@@ -158,6 +160,13 @@ class ModelSettings(Section):
                 raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but "
                                     f"model={self.name} is no GCN; use model=gcn, or leave model.gcn_degrees "
                                     f"at batch.")
+
+    def uses_fast_dropout(self, given: bool = False) -> bool:
+        """Whether the model's dropouts take conveyor's masks (`fast_dropout`; null: for a built-in
+        model only, never for a `_target_` or a module handed to fit, `given`, which run as written)."""
+        if self.fast_dropout is not None:
+            return self.fast_dropout
+        return self._target_ is None and not given
 
     def to_dict(self) -> dict:
         values = {**super().to_dict(), **self.arguments}

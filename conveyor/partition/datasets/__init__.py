@@ -4,7 +4,7 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 `train_idx`/`val_idx`/`test_idx` int64, and `num_classes` and `name` set.
 
 - `cora`, `citeseer`, `pubmed`: Planetoid with its public split (planetoid.py). Offline, prepare
-  them first: `python scripts/prepare_planetoid.py --root <root>`.
+  them first: `conveyor prepare planetoid --root <root>` (planetoid_files.py).
 - `arxiv`, `products`, `papers100m`: OGB node property prediction with the official split (ogbn.py).
 - `synthetic`: a products-shaped power-law graph of any size; options `scale` (1.0 = products'
   size), `seed`, `num_features`, `num_classes` (synthetic.py). Cached under `<root>/synthetic/`.

@@ -39,7 +39,7 @@ from conveyor.partition.graph import Graph
 
 SPLITS = ("train_idx", "val_idx", "test_idx")
 HOLDS = ("edge_index, x, y and train_idx (val_idx and test_idx optional), each as a .npy or .pt file "
-         "(the format: README, 'Running on real data', or partition/datasets/custom.py)")
+         "(the format: docs/usage.md, 'Datasets', or partition/datasets/custom.py)")
 
 
 def _read(directory: Path, name: str, required: bool = True) -> tuple[torch.Tensor | None, Path]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.core.errors import ConveyorError
+from conveyor.core.extras import require_extra
 from conveyor.partition.datasets.common import as_tensor, cached, finish, reachable, symmetrise
 from conveyor.partition.graph import Graph
 
@@ -32,9 +33,8 @@ def _meta(ogb_name: str) -> dict[str, str]:
     Located without importing `ogb.nodeproppred`, which pulls in PyG and pandas: the offline
     check must answer within seconds.
     """
+    require_extra("ogb", f"the OGB dataset {ogb_name}")
     spec = importlib.util.find_spec("ogb")
-    if spec is None:
-        raise ConveyorError("the OGB datasets need the `ogb` package: pip install ogb")
     master = Path(spec.submodule_search_locations[0]) / "nodeproppred" / "master.csv"
     with open(master, newline="") as f:
         rows = list(csv.reader(f))
@@ -93,6 +93,7 @@ def _build(name: str, root: Path, folder: Path) -> Graph:
     if (folder / "raw").is_dir():  # ogb saves its processed copy there without creating it
         (folder / "processed").mkdir(exist_ok=True)
     processed = folder / "processed" / "data_processed"
+    require_extra("ogb", f"the OGB dataset {ogb_name}")  # a conversion found damaged is rebuilt with ogb
     with _unattended_ogb() as NodePropPredDataset:
         try:
             dataset = NodePropPredDataset(name=ogb_name, root=str(root))
@@ -121,12 +122,28 @@ def _build(name: str, root: Path, folder: Path) -> Graph:
     return finish(graph, name, dataset.num_classes)
 
 
+def ogb_folder(name: str, root: str | Path) -> Path:
+    ogb_name, _ = OGB_NAMES[name]
+    return Path(root) / "_".join(ogb_name.split("-"))  # ogb's own folder name
+
+
+def is_converted(name: str, root: str | Path) -> bool:
+    """Whether `name` was converted once under `root`: it then loads without ogb."""
+    return (ogb_folder(name, root) / "conveyor" / "stamp.txt").exists()
+
+
+def check_ogb_installed(name: str, root: str | Path) -> None:
+    """Name the `conveyor[ogb]` extra before any work where loading `name` would need it."""
+    if not is_converted(name, root):
+        require_extra("ogb", f"the OGB dataset {OGB_NAMES[name][0]}")
+
+
 def load_ogb(name: str, root: str | Path) -> Graph:
     ogb_name, _ = OGB_NAMES[name]
-    meta = _meta(ogb_name)
-    folder = Path(root) / "_".join(ogb_name.split("-"))  # ogb's own folder name
-    if not (folder / "conveyor" / "stamp.txt").exists() and not _has_copy(folder, meta):
-        if not reachable(meta["url"]):
+    folder = ogb_folder(name, root)
+    if not is_converted(name, root):
+        meta = _meta(ogb_name)
+        if not _has_copy(folder, meta) and not reachable(meta["url"]):
             raise ConveyorError(
                 f"{ogb_name} is not in {folder} and {meta['url']} is unreachable. Download that "
                 f"zip elsewhere, unzip it into {Path(root)} and rename the folder it makes "

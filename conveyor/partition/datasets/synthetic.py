@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from conveyor.core.errors import ConveyorError
+from conveyor.core.memory import check_memory
 from conveyor.partition.datasets.common import cached, finish
 from conveyor.partition.datasets.parallel import merge_sorted, num_threads, thread_map
 from conveyor.partition.graph import Graph
@@ -43,6 +44,7 @@ CLASS_EXPONENT = 1.2
 HOMOPHILY = 0.8
 NOISE = 5.0  # feature noise per dimension; class centroids are N(0, 1) per dimension
 CHUNK = 1 << 22  # edges sampled per step, to bound memory at scale 1
+EDGE_PHASE = 6  # the edge keys' peak, in copies of one int64 per undirected edge (6.5 measured at scale 1)
 VERSION = "synthetic-v2"  # change whenever the model above changes: old caches are then rebuilt
 
 
@@ -115,11 +117,30 @@ def _slices(array: np.ndarray) -> list[np.ndarray]:
     return np.array_split(array, num_threads())
 
 
+def generator_bytes(n: int, num_edges: int, num_features: int, num_classes: int) -> dict:
+    """The memory generating takes at least, by phase: drawing the edges (their sorted keys, the
+    merge, both directions: EDGE_PHASE int64 copies an edge) and then the graph itself (the
+    features, the CSC, labels and splits; the class centroids)."""
+    graph = 4 * n * num_features + 4 * 2 * num_edges + 8 * 4 * n + 4 * num_classes * (num_features + 4)
+    return {"for drawing its edges": 8 * EDGE_PHASE * num_edges, "for the graph itself": graph}
+
+
+def check_generator_memory(n: int, num_edges: int, num_features: int, num_classes: int) -> None:
+    """Refuse, before anything is allocated, a graph the machine cannot hold (the phases follow
+    each other: the larger counts)."""
+    phases = generator_bytes(n, num_edges, num_features, num_classes)
+    largest = max(phases, key=phases.get)
+    check_memory(f"the synthetic graph of {n:,} nodes, {num_edges:,} edges, {num_features:,} features and "
+                 f"{num_classes:,} classes", {largest: phases[largest]}, "cpu",
+                 "Lower data.scale or data.num_features (or data.num_classes).")
+
+
 def generate(scale: float = 0.01, seed: int = 0, num_features: int = 100,
              num_classes: int = 47) -> Graph:
     """Build the graph in memory (see `load_synthetic` for the cached version)."""
     n = round(PRODUCTS_NODES * scale)
     num_edges = round(PRODUCTS_EDGES * scale)
+    check_generator_memory(n, num_edges, num_features, num_classes)
     rng = np.random.default_rng(seed)
 
     class_p = (np.arange(num_classes) + 1.0) ** -CLASS_EXPONENT
@@ -163,8 +184,18 @@ def load_synthetic(root: str | Path, scale: float = 0.01, seed: int = 0, num_fea
         least = math.ceil(10 * num_classes / PRODUCTS_NODES * 1e5) / 1e5
         raise ConveyorError(f"synthetic scale={scale} gives only {n} nodes, too few for "
                             f"{num_classes} classes; use scale >= {least:g}.")
-    name = f"scale{scale}_seed{seed}"
+    folder = check_synthetic_room(root, scale, seed, num_features, num_classes)
+    return cached(folder, lambda: generate(scale, seed, num_features, num_classes), stamp=VERSION)
+
+
+def check_synthetic_room(root: str | Path, scale: float, seed: int, num_features: int, num_classes: int) -> Path:
+    """The graph's cache folder, once the machine was found to hold what generating it takes
+    (when it is not cached yet), before any folder is made for it (no .staging is left)."""
+    name = f"scale{float(scale)}_seed{int(seed)}"
     if (num_features, num_classes) != (100, 47):
         name += f"_f{num_features}_c{num_classes}"
-    return cached(Path(root) / "synthetic" / name,
-                  lambda: generate(scale, seed, num_features, num_classes), stamp=VERSION)
+    folder = Path(root) / "synthetic" / name
+    if not folder.is_dir():
+        check_generator_memory(round(PRODUCTS_NODES * scale), round(PRODUCTS_EDGES * scale), num_features,
+                               num_classes)
+    return folder

@@ -11,7 +11,9 @@ Two ways in, both through `train_distributed(settings)`:
   or on the CPU with gloo) and watches them: when one fails, it stops the others and raises with
   that rank's traceback.
 - `torchrun ... launch.py`: torchrun started this process as one rank; RANK, WORLD_SIZE,
-  LOCAL_RANK and MASTER_ADDR/PORT come from its environment, and torchrun watches the ranks.
+  LOCAL_RANK and MASTER_ADDR/PORT come from its environment. torchrun's agents watch their own
+  machine's ranks; watch.py makes a rank that dies, anywhere, stop the others within a minute, in
+  one paragraph naming it.
 
 In the ranks, `trainer.run.train(settings, ctx)` runs the usual loop; `RankContext` is all it needs
 to know about the others: DDP wrapping, the rank's seed batches, and the reductions that make rank 0
@@ -42,6 +44,8 @@ from conveyor.partition.configured import make_partitions
 from conveyor.partition.store import load_part
 from conveyor.pipeline.shutdown import stop_processes
 from conveyor.trainer.distributed.rank_context import RankContext, RankFailed, num_batches_per_epoch
+from conveyor.trainer.distributed.watch import RankWatch, die_with_agent, error_file
+from conveyor.trainer.loop.interrupts import STOP_SIGNALS
 from conveyor.trainer.outputs.checkpoint import prepare_out_dir
 from conveyor.trainer.outputs.leftovers import RANK_NOTES_PREFIX
 from conveyor.trainer.outputs.metrics import setup_logging
@@ -116,11 +120,14 @@ def rank_context(settings, rank: int, world_size: int, device: torch.device, par
 
 
 def run_rank(settings, rank: int, world_size: int, local_rank: int, local_world_size: int,
-             part_dir: Optional[Path] = None, after=None) -> dict:
+             part_dir: Optional[Path] = None, after=None, joined=None) -> dict:
     """One rank's whole run: join, find its partition, train, leave. Without `part_dir`
     (torchrun), the first rank of each machine makes or finds the partitions while the others
-    wait. `after(ctx, final)`, if given, sees the rank once it has trained (tests use it)."""
+    wait. `after(ctx, final)`, if given, sees the rank once it has trained (tests use it);
+    `joined()`, once the rank is in its process group (torchrun's watch.py)."""
     device = join_group(settings, rank, world_size, local_rank, local_world_size)
+    if joined is not None:
+        joined()
     try:
         if part_dir is None:
             part_dir = _partitions_from_local_leader(settings, rank, world_size, local_rank)
@@ -266,12 +273,71 @@ def train_distributed(settings: TrainingSettings, after=None) -> dict:
 
 
 def _train_torchrun(settings, env: dict, after=None) -> dict:
-    from torch.distributed.elastic.multiprocessing.errors import record
     configured = settings.run.world_size
     if configured > 1 and configured != env["world_size"]:
         raise ConveyorError(f"run.world_size={configured} but torchrun started "
                             f"{env['world_size']} ranks (WORLD_SIZE); leave run.world_size at 1 "
                             f"or make the two agree.")
-    # torchrun supervises the ranks; @record puts this rank's traceback in its error summary.
-    return record(run_rank)(settings, env["rank"], env["world_size"], env["local_rank"],
-                            env["local_world_size"], None, after)
+    die_with_agent()  # a killed agent takes this rank along, as a lost machine would
+    watched: dict = {}
+
+    def joined():
+        watched["watch"] = RankWatch(env["rank"], env["world_size"], resume_hint(settings))
+    try:
+        final = run_rank(settings, env["rank"], env["world_size"], env["local_rank"], env["local_world_size"],
+                         None, after, joined)
+    except ConveyorError as error:  # bad input: the paragraph as torchrun's summary quotes it, too
+        _failed(watched.get("watch"), str(error))
+        raise
+    except KeyboardInterrupt:  # SIGTERM from this rank's agent, which a dead rank's may have caused
+        _explain(watched.get("watch"))
+        raise
+    except Exception as error:
+        _explain_or_record(watched.get("watch"), error)
+        raise
+    if "watch" in watched:
+        watched["watch"].close()
+    return final
+
+
+def _failed(watch: Optional[RankWatch], paragraph: str) -> None:
+    if watch is not None:
+        watch.report(paragraph)
+        watch.close(finished=False)
+    error_file(paragraph)
+
+
+def _explain(watch: Optional[RankWatch]) -> None:
+    """Another rank died (or the store's agent ended): the paragraph naming it, and this rank ends
+    (watch.py). Else back to the caller. The agent's SIGTERM, which a dead rank brings a moment
+    later, waits meanwhile instead of cutting the explanation short (and then stops the run)."""
+    if watch is None:
+        return
+    held = []
+    saved = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in STOP_SIGNALS}
+    try:
+        paragraph = watch.explain()
+        if paragraph is not None:
+            watch.stop(paragraph)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    if held:
+        raise KeyboardInterrupt(signal.Signals(held[0]).name)
+
+
+def _explain_or_record(watch: Optional[RankWatch], error: Exception) -> None:
+    """A collective that failed because another rank died: the paragraph naming it, and this rank
+    ends (watch.py). Otherwise the failure is this rank's own: its traceback goes into torchrun's
+    error file, as torchrun's `record` writes it, and on."""
+    _explain(watch)
+    if watch is not None:
+        watch.report(f"{type(error).__name__}: {error}")
+        watch.close(finished=False)
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+    ErrorHandler().record_exception(error)
+
+
+def resume_hint(settings) -> str:
+    return (f"The checkpoints so far are in {settings.run.out_dir}: run the same command with "
+            f"run.resume=true to go on from the last finished epoch.")

@@ -30,7 +30,7 @@ from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.partition.hetero import flat_features, is_typed
 from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
-from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.adapter import PerHopGNN, unwrapped
 from conveyor.trainer.models.edges import edge_inputs
 from conveyor.trainer.models.gcn import degree_weight, graph_degree, takes_degree
 
@@ -41,17 +41,14 @@ def can_run_layerwise(model: nn.Module) -> bool:
 
 
 def resolve_inference(name: str, model: nn.Module) -> str:
-    """`trainer.inference` for this model: `auto` is layerwise when the model can, else sampled;
-    an explicit `layerwise` the model cannot run is refused."""
+    """`trainer.inference` for this model: `auto` is layerwise when the model can, else sampled
+    (the run's start-up names why: `layerwise_obstacle`); an explicit `layerwise` the model cannot
+    run is refused, with that reason."""
     if can_run_layerwise(model):
         return "sampled" if name == "sampled" else "layerwise"
     if name == "layerwise":
-        raise ConveyorError(
-            f"trainer.inference=layerwise, but the model ({type(model).__name__}) cannot be "
-            f"evaluated layer by layer: it needs an int attribute `num_layers` and a method "
-            f"`inference_per_layer(layer, x, edge_index, batch_size)` returning layer `layer`'s "
-            f"output for the first batch_size rows of x (PyG's BasicGNN names; docs/design.md, "
-            f"the trainer). Add them, or use trainer.inference=sampled (or auto).")
+        raise ConveyorError(f"trainer.inference=layerwise, but the model cannot be evaluated layer by layer: "
+                            f"{layerwise_obstacle(model)}. Use trainer.inference=sampled (or auto).")
     return "sampled"
 
 
@@ -60,6 +57,26 @@ def layer_edge_inputs(model: nn.Module, graph: Graph) -> list:
     parameters = inspect.signature(model.inference_per_layer).parameters
     takes_any = any(p.kind == p.VAR_KEYWORD for p in parameters.values())
     return [n for n in edge_inputs(model) if n in graph.edge_attrs and (takes_any or n in parameters)]
+
+
+def layerwise_obstacle(model: nn.Module) -> str | None:
+    """Why `model` cannot be evaluated layer by layer (None: it can), in the user's terms: the
+    module they gave or named, not conveyor's adapter around it."""
+    if can_run_layerwise(model):
+        return None
+    inner = unwrapped(model)
+    name = type(inner).__name__
+    if isinstance(inner, BasicGNN) and inner.jk_mode is not None:
+        return (f"{name}(jk={inner.jk_mode!r}) combines every layer's output in a last step (jumping "
+                f"knowledge), which a pass over the whole graph one layer at a time does not keep; "
+                f"without jk it would be")
+    if isinstance(inner, BasicGNN) and inner.supports_norm_batch:
+        return (f"{name}'s norm ({type(inner.norms[0]).__name__}) normalises over a whole batch, which "
+                f"differs between a sampled batch and a layer over the whole graph; a per-node norm "
+                f"(batch_norm, layer_norm) would not")
+    return (f"{name} has no int attribute `num_layers` and method `inference_per_layer(layer, x, "
+            f"edge_index, batch_size)` returning layer `layer`'s output for the first batch_size rows of "
+            f"x (PyG's BasicGNN names; docs/design.md, the trainer); add them to evaluate it layer-wise")
 
 
 @torch.no_grad()

@@ -37,9 +37,10 @@ class PerHopForward(nn.Module):
     """`forward(x, layers)` as layer after layer of `inference_per_layer` over the batch's hops,
     after dropout on the raw features (`self.input_dropout`; as Kipf & Welling's GCN, it helps
     tiny label sets). A subclass gives `num_layers` and `inference_per_layer`. Its dropouts take
-    their masks from trainer/models/dropout.py unless `fast_dropout` is False (F.dropout's draws)."""
+    their masks from trainer/models/dropout.py where `fast_dropout` is True (conveyor's built-in
+    models by default, ModelSettings.uses_fast_dropout), else F.dropout's draws."""
 
-    fast_dropout = True
+    fast_dropout = False
 
     def forward(self, x: Tensor, layers, degree: Tensor | None = None, **edges) -> Tensor:
         """`x`: features of all N_L batch nodes; `layers`: (edge_index, num_src, num_dst) per layer;
@@ -60,7 +61,7 @@ class PerHopGNN(PerHopForward):
     """A PyG BasicGNN whose layer i runs on hop L-i+1's edges, as its own forward would after
     `trim_to_layer`; activation, norm and dropout between layers exactly as BasicGNN orders them."""
 
-    def __init__(self, gnn: BasicGNN, input_dropout: float = 0.0, fast_dropout: bool = True):
+    def __init__(self, gnn: BasicGNN, input_dropout: float = 0.0, fast_dropout: bool = False):
         super().__init__()
         if gnn.jk_mode is not None or gnn.supports_norm_batch:
             raise ConveyorError(f"{type(gnn).__name__} with jk={gnn.jk_mode!r} or a per-graph norm "
@@ -168,10 +169,12 @@ def takes_edge_index(module: nn.Module) -> bool:
     return len(names) > 1 and names[1] in ("edge_index", "adj_t")
 
 
-def wrap_module(module: nn.Module, input_dropout: float = 0.0, fast_dropout: bool = True) -> nn.Module:
+def wrap_module(module: nn.Module, input_dropout: float = 0.0, fast_dropout: bool = False) -> nn.Module:
     """`module` with the trainer's `forward(x, layers)`: a BasicGNN hop by hop (PerHopGNN; with `jk`
     or a per-graph norm, which cannot run so, on the merged subgraph), any other
-    `forward(x, edge_index)` on the merged subgraph, a `forward(x, layers)` module as it is."""
+    `forward(x, edge_index)` on the merged subgraph, a `forward(x, layers)` module as it is.
+    `fast_dropout`: a BasicGNN's dropouts between layers take conveyor's masks (only on request:
+    otherwise it draws F.dropout's, as its own forward would)."""
     if isinstance(module, BasicGNN):
         if module.jk_mode is None and not module.supports_norm_batch:
             return PerHopGNN(module, input_dropout, fast_dropout)
@@ -190,7 +193,7 @@ def model_from_target(model, in_dim: int, out_dim: int, num_layers: int) -> nn.M
     if not isinstance(module, nn.Module):
         raise ConveyorError(f"model._target_={model._target_} made a {type(module).__name__}, not "
                             f"a torch.nn.Module.")
-    return wrap_module(module, model.input_dropout, model.fast_dropout)
+    return wrap_module(module, model.input_dropout, model.uses_fast_dropout())
 
 
 def instantiate_target(model, in_dim: int, out_dim: int, num_layers: int):

@@ -73,4 +73,4 @@ def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int
         raise ConveyorError("model=rgcn (R-GCN) trains typed graphs: data=mag, data=synthetic_mag, or a HeteroData "
                             "given to conveyor.fit; for a graph of one node type use model=sage, gcn or gat.")
     return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout,
-                      model.fast_dropout)
+                      model.uses_fast_dropout())

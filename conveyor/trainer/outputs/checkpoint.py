@@ -48,8 +48,9 @@ def load_checkpoint(out_dir, map_location="cpu", name: str = CHECKPOINT) -> dict
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # a foreign or damaged file: say which, keep it for inspection
-        reason = ("it holds Python objects besides tensors and plain values"
-                  if isinstance(exc, pickle.UnpicklingError) else str(exc).strip().splitlines()[0])
+        lines = str(exc).strip().splitlines()  # none for an empty file's EOFError
+        reason = ("it holds Python objects besides tensors and plain values" if isinstance(exc, pickle.UnpicklingError)
+                  else lines[0] if lines else "it is empty" if path.stat().st_size == 0 else type(exc).__name__)
         raise ConveyorError(f"cannot read checkpoint {path} ({reason}); it is damaged or was not "
                             f"written by conveyor, and nothing in it was run. Move it away to "
                             f"start afresh, or point run.out_dir at another run.") from exc

@@ -42,7 +42,7 @@ def check_resumable(saved_config: dict | None, config: dict, out_dir: Path) -> N
     if not saved_config:
         log.warning("the checkpoint in %s records no config: cannot check that it fits", out_dir)
         return
-    saved, now = flatten(saved_config), flatten(config)
+    saved, now = resolved(flatten(saved_config)), resolved(flatten(config))
     fixed_now = FIXED_BY_SCHEDULE.get(saved.get("trainer.lr_schedule"), ())
     differing = [key for key in sorted(saved.keys() & now.keys())
                  if (key.startswith(FIXED) and key not in MAY_MOVE or key in fixed_now)
@@ -57,6 +57,15 @@ def check_resumable(saved_config: dict | None, config: dict, out_dir: Path) -> N
             f"new run in another run.out_dir. Only trainer.lr (unless an lr schedule owns it) and "
             f"trainer.weight_decay may change on resume, besides the epochs (unless cosine's), "
             f"the evaluation and the pipeline.")
+
+
+def resolved(flat: dict) -> dict:
+    """`flat` with a null that stands for a value written as that value: `model.fast_dropout`'s
+    null is true for a built-in model (ModelSettings.uses_fast_dropout), which checkpoints from
+    before the null default recorded as true."""
+    if "model.fast_dropout" in flat and flat["model.fast_dropout"] is None and "model._target_" not in flat:
+        return {**flat, "model.fast_dropout": True}
+    return flat
 
 
 def apply_optimizer_settings(optimizer, saved_config: dict | None, config: dict) -> None:

@@ -1,0 +1,82 @@
+"""Seed nodes given more than once in one batch, as PyG's loader takes them.
+
+PyG's `NeighborLoader` gives each seed of a batch its own place: `input_nodes=[0, 0, 1]` makes
+`n_id[:3] = [0, 0, 1]`, each copy a target of its own hop-1 edges, the nodes sampled after them
+shared. conveyor's samplers take a batch's seeds once each (their dedup starts from the seeds), so
+the loader samples the batch's distinct seeds and then gives each repeat its place here: the
+seeds in the order given, then the rest of the batch's nodes; the hop-1 edges of a seed once per
+copy (with their edge attributes and e_id), every later edge once. A repeat's neighbours are its
+first copy's draw (PyG draws each copy anew: same distribution, not independent).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from conveyor.loader.pyg_input import EDGE, NODE, BatchLayout, X
+
+
+def has_repeats(seeds: Tensor) -> bool:
+    return torch.unique(seeds).numel() != seeds.numel()
+
+
+def distinct_seeds(seeds: Tensor) -> Tensor:
+    """`seeds` with each node once, at its first place."""
+    if not has_repeats(seeds):
+        return seeds
+    distinct, which = torch.unique(seeds, return_inverse=True)
+    first = torch.full((distinct.numel(),), seeds.numel(), dtype=torch.long)
+    first.scatter_reduce_(0, which, torch.arange(seeds.numel()), "amin")
+    return seeds[first.sort().values]
+
+
+def with_repeated_seeds(data: Data, seeds: Tensor, layout: BatchLayout) -> Data:
+    """`data`, a directional batch sampled from `distinct_seeds(seeds)`, with every seed in its
+    place as `seeds` gives them (module doc)."""
+    distinct = int(data.batch_size)
+    copy_of = place_in(data.n_id[:distinct], seeds.to(data.n_id.device))  # each given seed's place among the distinct
+    first_place = torch.full((distinct,), seeds.numel(), dtype=torch.long, device=copy_of.device)
+    first_place.scatter_reduce_(0, copy_of, torch.arange(seeds.numel(), device=copy_of.device), "amin")
+    rest = torch.arange(distinct, data.n_id.numel(), device=copy_of.device)
+    node_order = torch.cat([copy_of, rest])  # new node -> old node
+    new_place = torch.cat([first_place, rest - distinct + seeds.numel()])  # old node -> new node
+    edge_order, targets = hop_one_copies(data.edge_index[1, :data.num_sampled_edges[0]], copy_of, distinct)
+    later = torch.arange(data.num_sampled_edges[0], data.edge_index.size(1), device=copy_of.device)
+    edges = torch.cat([edge_order, later])
+    edge_index = new_place[data.edge_index[:, edges]]
+    edge_index[1, :targets.numel()] = targets
+    for key, kind in layout.keys:
+        if kind in (X, NODE):
+            data[key] = data[key][node_order.to(data[key].device)]
+        elif kind == EDGE:
+            data[key] = data[key][edges.to(data[key].device)]
+    for key in ("n_id", "e_id"):
+        if key in data and all(key != k for k, _ in layout.keys):
+            data[key] = data[key][(node_order if key == "n_id" else edges).to(data[key].device)]
+    data.edge_index = edge_index
+    if "num_nodes" in data:
+        data.num_nodes = data.n_id.numel()
+    data.num_sampled_nodes = [seeds.numel()] + list(data.num_sampled_nodes[1:])
+    data.num_sampled_edges = [targets.numel()] + list(data.num_sampled_edges[1:])
+    data.batch_size = seeds.numel()
+    return data
+
+
+def place_in(distinct: Tensor, seeds: Tensor) -> Tensor:
+    """For each of `seeds`, its position in `distinct` (which holds each of them once)."""
+    order = torch.argsort(distinct)
+    return order[torch.searchsorted(distinct[order], seeds)]
+
+
+def hop_one_copies(targets: Tensor, copy_of: Tensor, distinct: int):
+    """The hop-1 edges (their positions) once per copy of their target seed, in the copies' order
+    and, within one, in the sampler's; and each such edge's new target (the copy's place)."""
+    order = torch.argsort(targets, stable=True)
+    counts = torch.bincount(targets, minlength=distinct)
+    starts = torch.cumsum(counts, 0) - counts
+    lengths = counts[copy_of]
+    first_of_each = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+    within = torch.arange(int(lengths.sum()), device=targets.device) - first_of_each
+    edges = order[torch.repeat_interleave(starts[copy_of], lengths) + within]
+    return edges, torch.repeat_interleave(torch.arange(copy_of.numel(), device=targets.device), lengths)

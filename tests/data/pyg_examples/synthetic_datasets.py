@@ -1,0 +1,96 @@
+"""Put on PYTHONPATH as `sitecustomize.py` by tests/test_ported_examples.py, so that every Python
+process of a ported example's run (the script's and the loader's stage processes alike) has it:
+PyG's `Reddit` and ogb's `PygNodePropPredDataset`, which the examples download, become small
+synthetic datasets of the same shape, patched in as their modules are first imported. The
+scripts themselves stay as PyG wrote them.
+
+The graph is a planted partition, the same in every process (a fixed seed): 2,000 nodes in 8
+classes of 250, each node with 16 in-edges, 12 of them from its own class, and 32 features: its
+class's centroid under noise that hides it from the node alone but not from its neighbourhood's
+mean, so that the examples' GNNs learn what an MLP could not. Split 60/20/20: an epoch of the
+examples' batches of 1024 is two steps."""
+import importlib.abc
+import sys
+
+NODES, CLASSES, FEATURES, IN_DEGREE, SAME_CLASS, NOISE = 2000, 8, 32, 16, 12, 5.0
+SPLIT = (0.6, 0.2)  # train, val; the rest tests
+
+
+def synthetic_data():
+    """A PyG `Data`: x, y, edge_index, and train/val/test masks."""
+    import torch
+    from torch_geometric.data import Data
+
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(NODES) % CLASSES
+    by_class = torch.arange(NODES).view(-1, CLASSES).t()  # row c: the nodes of class c
+    own = by_class[y.unsqueeze(1), torch.randint(0, NODES // CLASSES, (NODES, SAME_CLASS), generator=g)]
+    other = torch.randint(0, NODES, (NODES, IN_DEGREE - SAME_CLASS), generator=g)
+    source = torch.cat([own, other], 1).view(-1)
+    edge_index = torch.stack([source, torch.arange(NODES).repeat_interleave(IN_DEGREE)])
+    x = torch.randn(CLASSES, FEATURES, generator=g)[y] + NOISE * torch.randn(NODES, FEATURES, generator=g)
+    data = Data(x=x, y=y, edge_index=edge_index)
+    order = torch.randperm(NODES, generator=g)
+    cuts = [round(NODES * SPLIT[0]), round(NODES * sum(SPLIT))]
+    for name, nodes in zip(("train_mask", "val_mask", "test_mask"), order.tensor_split(cuts)):
+        data[name] = torch.zeros(NODES, dtype=torch.bool).index_fill_(0, nodes, True)
+    return data
+
+
+def in_memory_dataset(data):
+    """One `Data` as a PyG `InMemoryDataset` (`dataset[0]`, `num_features`, `num_classes`)."""
+    from torch_geometric.data import InMemoryDataset
+
+    class OneGraph(InMemoryDataset):
+        def __init__(self):
+            super().__init__(None)
+            self.data, self.slices = self.collate([data])
+    return OneGraph()
+
+
+def reddit(root=None, *args, **kwargs):
+    """torch_geometric.datasets.Reddit(root): one graph with train/val/test masks."""
+    return in_memory_dataset(synthetic_data())
+
+
+def pyg_node_prop_pred_dataset(name, root=None, *args, **kwargs):
+    """ogb's PygNodePropPredDataset(name, root): y as [N, 1], the split by get_idx_split()."""
+    data = synthetic_data()
+    split = {"train": data.train_mask, "valid": data.val_mask, "test": data.test_mask}
+    del data.train_mask, data.val_mask, data.test_mask
+    data.y = data.y.view(-1, 1)
+    dataset = in_memory_dataset(data)
+    dataset.get_idx_split = lambda: {key: mask.nonzero().view(-1) for key, mask in split.items()}
+    return dataset
+
+
+PATCHES = {"torch_geometric.datasets": ("Reddit", reddit),
+           "ogb.nodeproppred": ("PygNodePropPredDataset", pyg_node_prop_pred_dataset)}
+
+
+class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds the modules of PATCHES with the finders after it, and sets the attribute once the
+    module has run: nothing is imported before the script asks for it."""
+
+    inner = {}  # module name -> the loader the later finders gave it
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in PATCHES:
+            return None
+        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                self.inner[name], spec.loader = spec.loader, self
+                return spec
+        return None
+
+    def create_module(self, spec):
+        return self.inner[spec.name].create_module(spec)
+
+    def exec_module(self, module):
+        self.inner[module.__name__].exec_module(module)
+        attribute, replacement = PATCHES[module.__name__]
+        setattr(module, attribute, replacement)
+
+
+sys.meta_path.insert(0, PatchOnImport())
