@@ -166,11 +166,13 @@ def check_sizes(graph: Graph, settings, given: nn.Module | None) -> None:
     module exists already), and the run's largest batch (evaluation's, at the training fanouts)
     with what the model takes over it, against what the device may still allocate."""
     device = resolve_device(settings.run.device)
-    features, hops = graph.x.size(1), len(settings.sampler.fanouts)
+    # A typed graph's types differ in width: every node counted at the widest (a bound, as the batch's is).
+    widest = graph.x if not isinstance(graph, TypedGraph) else max(graph.features.values(), key=lambda x: x.size(1))
+    features, hops = widest.size(1), len(settings.sampler.fanouts)
     if given is None:
         check_model_size(settings.model.hidden, int(graph.num_classes), hops, device, features)
     trainer = settings.trainer
     largest = min(max(trainer.batch_size, trainer.eval_batch_size), graph.num_nodes)
-    check_batch_room(graph, settings.sampler.fanouts, largest, device,
+    check_batch_room(graph, settings.sampler.fanouts, largest, device, row_bytes=features * widest.element_size(),
                      hidden=settings.model.hidden if given is None else None,
                      fix="Lower batch_size, trainer.eval_batch_size or fanouts (or model.hidden).")
