@@ -159,7 +159,7 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"fanouts": [2]}, "the keyword 'fanouts', which neither it nor PyG's NeighborLoader takes"),
     ({"num_neighbors": {("a", "to", "b"): [2]}}, "a dict per edge type is for heterogeneous graphs"),
     ({"input_nodes": ("paper", None)}, "node types are for heterogeneous graphs"),
-    ({"input_nodes": torch.tensor([1, 1])}, "seeds must be unique"),
+    ({"input_nodes": torch.tensor([1, 1]), "subgraph_type": "induced"}, "holds some node more than once"),  # #36
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),
     ({"sampler": "fastest"}, "sampler must be one of auto"),
