@@ -3,7 +3,7 @@
 Every run computes the fingerprint its checkpoints record (trainer/outputs/fingerprint.py), so
 that a resume refuses other data. It hashes every row of every array of the graph
 (`contents_digest`, in pieces on every core); the baseline, in the same run, is the digest it
-replaced (`partition.store.graph_fingerprint`: every edge, but only 65,536 sampled feature
+replaced (`partition.digest.sampled_digest`: every edge, but only 65,536 sampled feature
 rows). Both over the same memory-mapped graph, its pages in the page cache first (one untimed
 pass of each), the median of --repeats timed passes.
 
@@ -45,13 +45,12 @@ def timed(fn, repeats: int) -> float:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     from conveyor.partition.datasets import load_dataset
-    from conveyor.partition.store import graph_fingerprint
-    from conveyor.trainer.outputs.fingerprint import contents_digest
+    from conveyor.partition.digest import contents_digest, sampled_digest
 
     graph = load_dataset("synthetic", root=Path(args.data_root).expanduser(), scale=args.scale, seed=0)
     size = sum(t.numel() * t.element_size() for t in graph.tensors().values())
     cores = len(os.sched_getaffinity(0))
-    rows = {"sampled (baseline: graph_fingerprint)": timed(lambda: graph_fingerprint(graph), args.repeats),
+    rows = {"sampled (baseline: graph_fingerprint)": timed(lambda: sampled_digest(graph), args.repeats),
             "every row, 1 thread": timed(lambda: contents_digest(graph, threads=1), args.repeats),
             f"every row, {cores} threads (the default)": timed(lambda: contents_digest(graph), args.repeats)}
     baseline = next(iter(rows.values()))

@@ -37,22 +37,29 @@ LOADERS = ("conveyor", "pyg")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = loader_arguments(__doc__, (*LOADERS, "conveyor-edges"))
+    p.add_argument("--hidden", type=int, default=256, help="GraphSAGE's hidden_channels (conveyor's model.hidden)")
+    p.add_argument("--pipeline", default="async", choices=("async", "serial"), help="conveyor's loader's pipeline")
+    p.add_argument("--edge-features", type=int, default=0, help="also conveyor with a W-wide edge_attr per edge")
+    return p.parse_args(argv)
+
+
+def loader_arguments(doc: str, workers) -> argparse.ArgumentParser:
+    """The arguments every loader benchmark takes (the graph, device, batches, threads, seed, output)
+    and the hidden ones of its per-loader subprocesses (`workers`: their names)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=0.05, help="synthetic graph scale (1.0 = products)")
     p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", str(REPO / ".cache" / "data")))
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--hidden", type=int, default=256, help="GraphSAGE's hidden_channels (conveyor's model.hidden)")
-    p.add_argument("--pipeline", default="async", choices=("async", "serial"), help="conveyor's loader's pipeline")
     p.add_argument("--threads", type=int, default=None, help="torch threads of the training process (both loaders; "
                                                              "default: torch's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--edge-features", type=int, default=0, help="also conveyor with a W-wide edge_attr per edge")
     p.add_argument("--out", default=None, help="JSON path")
-    p.add_argument("--worker", default=None, choices=(*LOADERS, "conveyor-edges"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", default=None, choices=workers, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    return p
 
 
 def make_loader(args, name: str, graph):
@@ -189,12 +196,18 @@ def main(argv=None) -> None:
     if args.worker:
         return worker(args)
     out = Path(args.out or REPO / "benchmarks" / "results" / f"loader_{args.device}_s{args.scale}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
     names = LOADERS + (("conveyor-edges",) if args.edge_features else ())
-    results = {name: run_worker(args, name, out.with_name(f".{out.stem}.{name}.json")) for name in names}
-    text = table(results, args)
+    run_and_write(args, names, out, run_worker, table, ratios)
+
+
+def run_and_write(args, names, out: Path, run_one, make_table, make_ratios) -> None:
+    """Each loader's worker in turn (`run_one(args, name, result_path)`), then the table (printed,
+    and beside the JSON of every figure at `out`)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results = {name: run_one(args, name, out.with_name(f".{out.stem}.{name}.json")) for name in names}
+    text = make_table(results, args)
     print(text)
-    out.write_text(json.dumps({"args": vars(args), "results": results, **ratios(results)}, indent=2))
+    out.write_text(json.dumps({"args": vars(args), "results": results, **make_ratios(results)}, indent=2))
     out.with_suffix(".md").write_text(text + "\n")
     for name in names:
         out.with_name(f".{out.stem}.{name}.json").unlink(missing_ok=True)

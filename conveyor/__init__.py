@@ -4,9 +4,10 @@ and `conveyor.predict(model, data)` its output for every node. The top of the im
 beside launch.py.
 
 `conveyor.NeighborLoader(data, num_neighbors=..., batch_size=...)` is PyG's loader of that name
-over conveyor's pipeline, for a training loop of your own.
+over conveyor's pipeline, for a training loop of your own; `conveyor.LinkNeighborLoader` is PyG's
+link-level one (seed edges, negatives).
 
-`fit`, `load`, `predict`, `TrainResult` and `NeighborLoader` load the trainer or PyG when first
+`fit`, `load`, `predict`, `TrainResult` and the loaders load the trainer or PyG when first
 used, so the command's `--help` and its config checks do not wait for them.
 
 The stages are this package's subpackages, each a folder of `conveyor/` (`conveyor.core`,
@@ -17,7 +18,7 @@ user's own `trainer.py` shadows nothing."""
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 
-__all__ = ["ConveyorError", "Graph", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
+__all__ = ["ConveyorError", "Graph", "LinkNeighborLoader", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
 
 
 def __getattr__(name: str):
@@ -28,6 +29,8 @@ def __getattr__(name: str):
         value = getattr(trained, name)
     elif name == "NeighborLoader":
         from conveyor.loader import NeighborLoader as value
+    elif name == "LinkNeighborLoader":
+        from conveyor.loader import LinkNeighborLoader as value
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

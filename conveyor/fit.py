@@ -18,7 +18,14 @@ from omegaconf import OmegaConf
 from conveyor.compose import compose_config
 from conveyor.config import settings_from_config
 from conveyor.core import ConveyorError
-from conveyor.given import check_loss, check_model_argument, check_model_shapes, check_sizes, checked_graph
+from conveyor.given import (
+    check_loss,
+    check_model_argument,
+    check_model_shapes,
+    check_sizes,
+    checked_graph,
+    checked_link_graph,
+)
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
@@ -26,6 +33,7 @@ from conveyor.trainer.models.adapter import wrap_module
 from conveyor.trainer.models.hetero import wrap_typed
 from conveyor.trainer.outputs.outdir import lock_out_dir
 from conveyor.trainer.run import TrainResult, train
+from conveyor.trainer.settings import TASKS
 
 # fit()'s keyword arguments and the config keys they set.
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
@@ -33,8 +41,8 @@ KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "e
             "fast_dropout": "model.fast_dropout"}
 
 
-def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Optional[Callable] = None,
-        overrides: Sequence[str] = (), **keywords) -> TrainResult:
+def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = None,
+        optimizer: Optional[Callable] = None, overrides: Sequence[str] = (), **keywords) -> TrainResult:
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids); y
@@ -50,6 +58,9 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
+    task: "node" (node classification) or "link" (link prediction: the edges split as PyG's
+        RandomLinkSplit, the model as the encoder of a dot-product decoder; `task.*` overrides;
+        labels and node splits are not read; `loss` is not taken).
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout (see KEYWORDS).
         A given module runs as written: its dropouts draw F.dropout's masks unless
         `fast_dropout=True` asks for conveyor's faster ones (trainer/models/dropout.py).
@@ -58,12 +69,13 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
     stop_if_reimported("conveyor.fit()")  # a stage process running an unguarded script again
     check_model_argument(model)
     check_loss(loss)
-    graph = checked_graph(graph)
-    settings = fit_settings(model if isinstance(model, str) else None, overrides, keywords)
+    check_task(task, loss)
+    graph = checked_graph(graph) if task == "node" else checked_link_graph(graph)
+    settings = fit_settings(model if isinstance(model, str) else None, [f"task={task}", *overrides], keywords)
     if settings.pipeline.name == "async":
         check_main_guard("conveyor.fit()", ())  # its stages get conveyor's specs: no script is run again
     given = model if isinstance(model, torch.nn.Module) else None
-    if given is not None:
+    if given is not None and task == "node":
         check_model_shapes(given, graph, settings.sampler.fanouts)
     check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
@@ -73,6 +85,14 @@ def fit(graph, model=None, *, loss: Optional[Callable] = None, optimizer: Option
                    else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True)))
     result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
+
+
+def check_task(task, loss) -> None:
+    if task not in TASKS:
+        raise ConveyorError(f"fit(task=...) is one of {', '.join(TASKS)}, got {task!r}.")
+    if task == "link" and loss is not None:
+        raise ConveyorError("fit(task='link') trains with binary cross-entropy on the links' scores; "
+                            "loss= is for node classification: leave it out.")
 
 
 def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict):

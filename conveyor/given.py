@@ -33,17 +33,7 @@ def checked_graph(given) -> Graph:
     """`given` (a conveyor.Graph or a PyG Data or HeteroData) as a Graph, once it passed every check."""
     if type(given).__name__ == "HeteroData":
         return checked_typed_graph(given)
-    is_data = hasattr(given, "edge_index") or type(given).__name__ in ("Data", "HeteroData")
-    if not isinstance(given, Graph) and not is_data:
-        raise ConveyorError(f"fit() trains on a conveyor.Graph or a PyG Data, got a "
-                            f"{type(given).__name__}; build one with Graph.from_edge_index(...) or "
-                            f"torch_geometric.data.Data(x=..., y=..., edge_index=..., train_mask=...).")
-    where = f"the {type(given).__name__} given to fit()"
-    x = getattr(given, "x", None)
-    if x is not None:
-        check_given_features(x, where)
-    # A copy: the checked splits replace its own, never the caller's.
-    graph = dataclasses.replace(given) if isinstance(given, Graph) else Graph.from_data(given)
+    graph, where = graph_given(given)
     if graph.x is None or graph.y is None:
         check_trainable(graph, where)  # says that training needs both
     graph.x = graph.x.float()  # trained in float32, as every dataset loader gives it (checked above)
@@ -79,6 +69,33 @@ def checked_typed_graph(data) -> TypedGraph:
     graph.typed = {k: v.float() if k.startswith("x.") else v for k, v in graph.typed.items()}
     graph = with_target(graph, target, flat, num_classes, {k[:-4]: v for k, v in splits.items()})
     return check_trainable(graph, where)
+
+
+def graph_given(given) -> tuple[Graph, str]:
+    """`given` as a Graph (a copy: the checked splits replace its own, never the caller's), its
+    features checked, and how messages name it."""
+    is_data = hasattr(given, "edge_index") or type(given).__name__ in ("Data", "HeteroData")
+    if not isinstance(given, Graph) and not is_data:
+        raise ConveyorError(f"fit() trains on a conveyor.Graph or a PyG Data, got a "
+                            f"{type(given).__name__}; build one with Graph.from_edge_index(...) or "
+                            f"torch_geometric.data.Data(x=..., y=..., edge_index=..., train_mask=...).")
+    where = f"the {type(given).__name__} given to fit()"
+    x = getattr(given, "x", None)
+    if x is not None:
+        check_given_features(x, where)
+    return (dataclasses.replace(given) if isinstance(given, Graph) else Graph.from_data(given)), where
+
+
+def checked_link_graph(given) -> Graph:
+    """`given` for task=link: features and edges; labels and node splits are not read (the
+    edges are split instead)."""
+    graph, where = graph_given(given)
+    if graph.x is None or graph.num_edges == 0:
+        raise ConveyorError(f"task=link learns which node pairs are linked from the features and the edges "
+                            f"of {where}, which has {'no x' if graph.x is None else 'no edge'}; give it both.")
+    graph.x = graph.x.float()
+    graph.num_classes = graph.num_classes or 0
+    return graph
 
 
 def _ids(ids: Tensor | None) -> Tensor:

@@ -5,6 +5,7 @@ Planetoid datasets are prepared there once, offline from PyPI, by scripts/prepar
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -43,3 +44,15 @@ def cora(data_root):
 def synthetic_small(data_root):
     """A ~4.9K-node products-shaped graph (scale 0.002), generated once and cached in data_root."""
     return load_dataset("synthetic", root=data_root, scale=0.002, seed=0)
+
+
+@pytest.fixture
+def conveyor_log():
+    """What the "conveyor" logger says (it does not propagate to pytest's caplog after a run)."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger("conveyor")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)

@@ -214,3 +214,25 @@ def test_missing_sampling_backend_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", False)
     with pytest.raises(ConveyorError, match="pip install --no-build-isolation torch_sparse torch_scatter"):
         run(cora_cfg(tmp_path / "data", tmp_path / "out"))
+
+
+def test_compare_covers_the_link_task(data_root, tmp_path):
+    """mode=compare task=link: both systems learn cora's links on the same split, with the same
+    parameter count (GraphSAGE and the dot decoder), and the comparison reads ROC-AUC where it
+    reads accuracy for nodes: json, table, TensorBoard."""
+    if not HAS_SAMPLING:
+        pytest.skip("needs torch_sparse or pyg-lib")
+    result = run(make_config("mode=compare", "task=link", "data=cora", f"data.root={data_root}",
+                             f"run.out_dir={tmp_path}", "trainer.epochs=1", "trainer.batch_size=256",
+                             "trainer.lr=0.03", "trainer.weight_decay=0", "model.input_dropout=0", "compare.seeds=1",
+                             "compare.pyg_workers=0"))
+    assert result["task"] == "link" and result["metric"] == "auc" and "target_val_auc" in result
+    conveyor, pyg = result["setup"]["conveyor"], result["setup"]["pyg"]
+    assert pyg["loader"] == "LinkNeighborLoader" and conveyor["parameters"] == pyg["parameters"]
+    for name in SYSTEMS:
+        (r,) = result["systems"][name]["runs"]
+        assert r["epoch"] == [1] and 0.6 < r["val_auc"][0] <= 1 and 0.6 < r["test_auc"][0] <= 1, (name, r)
+        events = EventAccumulator(str(tmp_path / "tensorboard" / f"{name}_seed0")).Reload()
+        assert [e.value for e in events.Scalars("compare/val_auc")] == pytest.approx(r["val_auc"])
+    table = (tmp_path / "comparison.md").read_text()
+    assert "task=link" in table and "| system | final val auc | final test auc | best val auc |" in table

@@ -61,7 +61,7 @@ def test_every_option_builds_its_settings(tmp_path, group, option):
     extra = [f"data.path={tmp_path}"] if (group, option) == ("data", "custom") else []
     settings = make_config(f"{group}={option}", f"run.out_dir={tmp_path / 'run'}", *extra)
     naming = {"data": "name", "model": "name", "sampler": "name", "cache": "policy", "partition": "method",
-              "pipeline": "name"}[group]
+              "pipeline": "name", "task": "name"}[group]
     assert getattr(getattr(settings, group), naming) == option
 
 

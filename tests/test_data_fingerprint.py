@@ -10,10 +10,9 @@ import torch
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
-from conveyor.partition.store import graph_fingerprint
-from conveyor.trainer.outputs import fingerprint
+from conveyor.partition import digest as digests
+from conveyor.partition.digest import DIGEST_VERSION, contents_digest, sampled_digest
 from conveyor.trainer.outputs.checkpoint import CHECKPOINT
-from conveyor.trainer.outputs.fingerprint import DIGEST_VERSION, contents_digest
 from conveyor.trainer.run import train
 from tests.helpers import make_config, write_custom
 
@@ -116,12 +115,12 @@ def test_every_row_of_every_array_is_in_the_digest(monkeypatch, tmp_path):
     assert digest.startswith(DIGEST_VERSION)
     for where in ("x", "y", "indices", "indptr", "train_idx", "edge_ids", "node.year", "edge.w"):
         assert contents_digest(changed(graph, where)) != digest, where
-    assert graph_fingerprint(changed(graph, "x")) == graph_fingerprint(graph)  # what the sampled digest missed
+    assert sampled_digest(changed(graph, "x")) == sampled_digest(graph)  # what the sampled digest missed
     graph.save(tmp_path)
     assert contents_digest(Graph.load(tmp_path, mmap=True)) == digest  # memory-mapped, read in chunks
-    monkeypatch.setattr(fingerprint, "CHUNK_BYTES", 1000)  # what hashlib is fed at once changes nothing
+    monkeypatch.setattr(digests, "CHUNK_BYTES", 1000)  # what hashlib is fed at once changes nothing
     assert contents_digest(graph, threads=3) == digest
-    monkeypatch.setattr(fingerprint, "PIECE_BYTES", 4096)  # hundreds of pieces (the digest's format):
+    monkeypatch.setattr(digests, "PIECE_BYTES", 4096)  # hundreds of pieces (the digest's format):
     assert contents_digest(graph, threads=3) == contents_digest(graph, threads=1)  # any thread hashes any
 
 
@@ -134,3 +133,29 @@ def test_a_checkpoint_with_the_sampled_digest_resumes_on_matching_shapes(custom_
     torch.save(state, out / CHECKPOINT)
     assert train(config("trainer.epochs=2", "run.resume=true")).final["epochs"] == 2
     assert "its contents cannot be compared" in (out / "run.log").read_text()
+
+
+def test_a_dataset_cache_and_a_partitioning_see_one_changed_feature_row(tmp_path, conveyor_log):
+    """A cached dataset and a partitioning are recognised by the same every-row digest: one
+    feature row changed (between the earlier digest's samples) rebuilds the cache and makes a new
+    partitioning; one recorded with the earlier digest is still recognised, not rebuilt."""
+    from conveyor.partition.datasets.common import FINGERPRINT, cached
+    from conveyor.partition.partitioner import ensure_partitioned
+    from conveyor.partition.store import read_header
+    graph, other = rows_graph(), changed(rows_graph(), "x")
+    directory = tmp_path / "cache"
+    cached(directory, lambda: graph)
+    other.save(directory)  # the cache's graph edited in place, its fingerprint file kept
+    assert torch.equal(cached(directory, lambda: graph).x, graph.x)
+    assert any("changed since it was written: rebuilding it" in m for m in conveyor_log), conveyor_log
+    (directory / FINGERPRINT).write_text(sampled_digest(graph))  # as a cache from before was written
+    cached(directory, lambda: pytest.fail("a cache with the earlier digest was rebuilt"))
+    parts = tmp_path / "parts"
+    assert ensure_partitioned(graph, 2, 1, "random", parts)[1] is False
+    assert ensure_partitioned(graph, 2, 1, "random", parts)[1] is True
+    assert ensure_partitioned(other, 2, 1, "random", parts)[1] is False  # the sampled digest reused it
+    header = read_header(parts)
+    assert header["fingerprint"] == contents_digest(other)
+    (parts / "partition.json").write_text((parts / "partition.json").read_text().replace(
+        header["fingerprint"], sampled_digest(other)))
+    assert ensure_partitioned(other, 2, 1, "random", parts)[1] is True

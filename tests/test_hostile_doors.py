@@ -426,8 +426,9 @@ PIPELINE_CASES = [
 
 # -- conveyor.NeighborLoader: its own arguments (the lead's table to extend) ----------------------
 
-def first_batch(fx, **keywords):
-    with conveyor.NeighborLoader(fx.graph, **{"num_neighbors": [4, 4], "pipeline": "serial", **keywords}) as loader:
+def first_batch(fx, data=None, **keywords):
+    keywords = {"num_neighbors": [4, 4], "pipeline": "serial", **keywords}
+    with conveyor.NeighborLoader(fx.graph if data is None else data, **keywords) as loader:
         return next(iter(loader))
 
 
@@ -436,7 +437,19 @@ LOADER_CASES = [
     Case("loader", "pipeline='bogus'", lambda fx: first_batch(fx, pipeline="bogus"), refused("bogus")),
     Case("loader", "a sound loader", lambda fx: first_batch(fx, batch_size=16, input_nodes=fx.data.test_mask),
          correct(lambda batch, fx: batch.batch_size == 16 or pytest.fail(str(batch)))),
+    Case("loader", "input_nodes given more than once",
+         lambda fx: first_batch(fx, batch_size=6, input_nodes=[5, 5, 9, 9, 1, 5]),
+         correct(lambda batch, fx: batch.n_id[:6].tolist() == [5, 5, 9, 9, 1, 5] or pytest.fail(str(batch)))),
+    Case("loader", "input_nodes out of range", lambda fx: first_batch(fx, input_nodes=[0, 10**6]), refused("0..2707")),
+    Case("loader", "features 10^9 wide (a stride-0 view) at every neighbour",  # refused at construction, nothing copied
+         lambda fx: first_batch(fx, data=wide_cora(fx), num_neighbors=[-1, -1], batch_size=512),
+         refused("a batch of 512 seeds", "GiB", "Lower batch_size or num_neighbors")),
 ]
+
+
+def wide_cora(fx):
+    from torch_geometric.data import Data
+    return Data(x=torch.zeros(1, 1).expand(fx.graph.num_nodes, 10**9), edge_index=fx.graph.edge_index())
 
 CASES = PREDICT_CASES + LOAD_CASES + FIT_CASES + SIZE_CASES + PIPELINE_CASES + LOADER_CASES
 

@@ -1,7 +1,6 @@
 """Files conveyor reads (checkpoints, caches, partitions, dataset copies) never run code, and a
 damaged one is named with what to do: nothing is executed, nothing is lost."""
 import errno
-import logging
 import shutil
 
 import pytest
@@ -114,18 +113,6 @@ def test_a_planted_ogb_processed_file_is_refused(tmp_path, marker):
 
 def cache_dir(root):
     return root / "synthetic" / f"scale{SMALL['scale']}_seed{SMALL['seed']}"
-
-
-@pytest.fixture
-def conveyor_log():
-    """What the "conveyor" logger says (it does not propagate to pytest's caplog after a run)."""
-    records = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = logging.getLogger("conveyor")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
 
 
 @pytest.mark.parametrize("damage", ["planted", "truncated", "overwritten"])

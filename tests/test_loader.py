@@ -159,7 +159,7 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"fanouts": [2]}, "the keyword 'fanouts', which neither it nor PyG's NeighborLoader takes"),
     ({"num_neighbors": {("a", "to", "b"): [2]}}, "a dict per edge type is for heterogeneous graphs"),
     ({"input_nodes": ("paper", None)}, "node types are for heterogeneous graphs"),
-    ({"input_nodes": torch.tensor([1, 1]), "subgraph_type": "induced"}, "holds some node more than once"),  # #36
+    ({"input_nodes": torch.tensor([1.0, 2.0])}, "integer node ids"),  # repeated ids are taken, as PyG
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),
     ({"sampler": "fastest"}, "sampler must be one of auto"),
@@ -178,9 +178,9 @@ def test_pygs_defaults_spelled_out_are_accepted():
     loader.close()
 
 
-def test_an_empty_heterodata_is_refused():  # a HeteroData with types: tests/test_hetero.py
+def test_heterogeneous_data_is_refused():
     from torch_geometric.data import HeteroData
-    with pytest.raises(ConveyorError, match="no node or edge types"):
+    with pytest.raises(ConveyorError, match="homogeneous graph"):
         NeighborLoader(HeteroData(), [2], pipeline="serial")
 
 

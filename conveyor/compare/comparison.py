@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from conveyor.compare.link_reference import train_link_reference
 from conveyor.compare.reference import require_neighbor_sampling, require_reference_model, train_reference
 from conveyor.compare.settings import CompareSettings
 from conveyor.core import ConveyorError
@@ -38,6 +39,12 @@ log = logging.getLogger("conveyor")
 SYSTEMS = ("conveyor", "pyg")
 TARGET_FRACTION = 0.98  # of the reference's best mean val acc, when compare.target_val_acc is null
 CURVE_KEYS = ("loss", "train_acc", "val_acc", "test_acc", "epoch_time_s")
+METRIC_NAMES = {"acc": "accuracy", "auc": "ROC-AUC"}  # val_<metric>: what the comparison reads, by task
+
+
+def curve_keys(metric: str) -> tuple:
+    """The curves kept per evaluated epoch: node classification's accuracy, or task=link's ROC-AUC."""
+    return tuple(k.replace("_acc", f"_{metric}") if k.startswith(("val", "test")) else k for k in CURVE_KEYS)
 
 
 def compare(settings: TrainingSettings, options: CompareSettings) -> dict:
@@ -48,14 +55,15 @@ def compare(settings: TrainingSettings, options: CompareSettings) -> dict:
     setup_logging(out_dir)
     device = use_device(resolve_device(settings.run.device))
     graph = load_configured(settings.data)
-    if graph.val_idx is None or graph.val_idx.numel() == 0:
+    link = settings.task.name == "link"
+    if not link and (graph.val_idx is None or graph.val_idx.numel() == 0):
         raise ConveyorError(f"dataset {settings.data.name!r} has no validation split; mode=compare plots and "
                             f"targets validation accuracy, so give it val_idx.")
     seeds = [settings.run.seed + i for i in range(options.seeds)]
     log.info("comparing conveyor with the PyG reference on %r, %d seeds; output %s", graph, len(seeds), out_dir)
     runs, model = run_both(settings, options, graph, seeds, out_dir, device)
-    result = summarise(runs, target)
-    result.update({"data": settings.data.name, "model": _model_label(settings.model),
+    result = summarise(runs, target, "auc" if link else "acc")
+    result.update({"task": settings.task.name, "data": settings.data.name, "model": _model_label(settings.model),
                    "fanouts": list(settings.sampler.fanouts), "batch_size": settings.trainer.batch_size,
                    "epochs": settings.trainer.epochs, "seeds": seeds, "device": str(device),
                    "setup": {"conveyor": conveyor_setup(settings, model, device, runs["conveyor"]),
@@ -68,19 +76,21 @@ def run_both(settings: TrainingSettings, options: CompareSettings, graph, seeds:
              device) -> tuple[dict, object]:
     """Each system's curves per seed, and conveyor's last trained model."""
     runs, model = {name: [] for name in SYSTEMS}, None
+    link = settings.task.name == "link"
+    metric, reference_of = ("auc", train_link_reference) if link else ("acc", train_reference)
     for seed in seeds:
         result = train(_seed_settings(settings, seed, out_dir / "conveyor" / f"seed{seed}"))
-        model = result.model
+        model = result.model.encoder if link else result.model
         setup_logging(out_dir)  # train() pointed the log file at its own directory
-        runs["conveyor"].append(_curves(seed, {"epochs": result.history, "final": result.final}))
+        runs["conveyor"].append(_curves(seed, {"epochs": result.history, "final": result.final}, metric))
         pyg_dir = out_dir / "pyg" / f"seed{seed}"
-        reference = train_reference(_seed_settings(settings, seed, pyg_dir), options, graph, pyg_dir, device)
-        runs["pyg"].append(_curves(seed, reference))
+        reference = reference_of(_seed_settings(settings, seed, pyg_dir), options, graph, pyg_dir, device)
+        runs["pyg"].append(_curves(seed, reference, metric))
     return runs, model
 
 
 def write_outputs(result: dict, runs: dict, out_dir: Path) -> None:
-    write_tensorboard(out_dir / "tensorboard", runs)
+    write_tensorboard(out_dir / "tensorboard", runs, result.get("metric", "acc"))
     (out_dir / "comparison.json").write_text(json.dumps(result, indent=1))
     table = markdown_table(result)
     (out_dir / "comparison.md").write_text(table)
@@ -155,14 +165,14 @@ def _seed_settings(settings: TrainingSettings, seed: int, out_dir: Path) -> Trai
     return settings.replace(mode="train", run={"seed": seed, "out_dir": str(out_dir)})
 
 
-def _curves(seed: int, metrics: dict) -> dict:
+def _curves(seed: int, metrics: dict, metric: str = "acc") -> dict:
     """One run's evaluated epochs as parallel lists, with the training time accumulated up to each."""
     epochs = metrics["epochs"]
     train_time = np.cumsum([e["epoch_time_s"] for e in epochs])
-    evaluated = [i for i, e in enumerate(epochs) if "val_acc" in e]
+    evaluated = [i for i, e in enumerate(epochs) if f"val_{metric}" in e]
     curves = {"seed": seed, "epoch": [epochs[i]["epoch"] for i in evaluated],
               "train_time_s": [float(train_time[i]) for i in evaluated]}
-    for key in CURVE_KEYS:
+    for key in curve_keys(metric):
         curves[key] = [epochs[i].get(key) for i in evaluated]
     # The median resists the stalls of a shared machine and the first epoch's warm-up.
     curves["median_epoch_time_s"] = float(np.median([e["epoch_time_s"] for e in epochs]))
@@ -180,37 +190,40 @@ def _mean_std(values) -> dict:
     return {"mean": float(np.mean(values)), "std": std, "n": len(values)}
 
 
-def _reach(curves: dict, target: float) -> tuple[int | None, float | None]:
+def _reach(curves: dict, target: float, metric: str = "acc") -> tuple[int | None, float | None]:
     """(epoch, training time) of the first evaluation at or above `target`, or (None, None)."""
-    for epoch, time_s, acc in zip(curves["epoch"], curves["train_time_s"], curves["val_acc"]):
+    for epoch, time_s, acc in zip(curves["epoch"], curves["train_time_s"], curves[f"val_{metric}"]):
         if acc is not None and acc >= target:
             return epoch, time_s
     return None, None
 
 
-def summarise(runs: dict, target: float | None) -> dict:
-    """Per-system summaries and the target (when None: 0.98 x the reference's best mean val acc)."""
-    source = "compare.target_val_acc"
+def summarise(runs: dict, target: float | None, metric: str = "acc") -> dict:
+    """Per-system summaries and the target (when None: 0.98 x the reference's best mean val
+    `metric`: accuracy, or ROC-AUC for task=link)."""
+    val, test, source = f"val_{metric}", f"test_{metric}", f"compare.target_val_acc (the val {metric})"
     if target is None:
-        target = TARGET_FRACTION * float(np.mean([r["val_acc"] for r in runs["pyg"]], axis=0).max())
-        source = f"{TARGET_FRACTION} x the reference's best mean val acc"
+        target = TARGET_FRACTION * float(np.mean([r[val] for r in runs["pyg"]], axis=0).max())
+        source = f"{TARGET_FRACTION} x the reference's best mean val {metric}"
+    if metric == "acc":
+        source = source.replace(" (the val acc)", "")
     systems = {}
     for name in SYSTEMS:
         for curves in runs[name]:
-            curves["epochs_to_target"], curves["time_to_target_s"] = _reach(curves, target)
+            curves["epochs_to_target"], curves["time_to_target_s"] = _reach(curves, target, metric)
         systems[name] = {
             "runs": runs[name],
             "summary": {
-                "final_val_acc": _mean_std(r["val_acc"][-1] for r in runs[name]),
-                "final_test_acc": _mean_std(r["test_acc"][-1] for r in runs[name]),
-                "best_val_acc": _mean_std(max(r["val_acc"]) for r in runs[name]),
+                f"final_{val}": _mean_std(r[val][-1] for r in runs[name]),
+                f"final_{test}": _mean_std(r[test][-1] for r in runs[name]),
+                f"best_{val}": _mean_std(max(r[val]) for r in runs[name]),
                 "epoch_time_s": _mean_std(r["median_epoch_time_s"] for r in runs[name]),
                 "epochs_to_target": _mean_std(r["epochs_to_target"] for r in runs[name]),
                 "time_to_target_s": _mean_std(r["time_to_target_s"] for r in runs[name]),
             }}
     c, p = systems["conveyor"]["summary"], systems["pyg"]["summary"]
     ratios = {key: _ratio(c[key]["mean"], p[key]["mean"]) for key in ("epoch_time_s", "time_to_target_s")}
-    return {"target_val_acc": float(target), "target_source": source, "systems": systems,
+    return {"metric": metric, f"target_{val}": float(target), "target_source": source, "systems": systems,
             "conveyor_over_pyg": ratios}
 
 
@@ -224,6 +237,11 @@ COLUMNS = (("final val acc", "final_val_acc", 4), ("final test acc", "final_test
            ("epochs to target", "epochs_to_target", 1), ("time to target (s)", "time_to_target_s", 3))
 
 
+def columns(metric: str) -> tuple:
+    """COLUMNS for the comparison's metric (acc, or auc for task=link)."""
+    return tuple((h.replace(" acc", f" {metric}"), k.replace("_acc", f"_{metric}"), d) for h, k, d in COLUMNS)
+
+
 def format_cell(stat: dict, decimals: int, num_runs: int) -> str:
     """`mean ± std`, with `(k/n)` when only k of the n runs contributed (e.g. reached the target)."""
     if stat["mean"] is None:
@@ -233,21 +251,22 @@ def format_cell(stat: dict, decimals: int, num_runs: int) -> str:
 
 
 def markdown_table(result: dict) -> str:
-    num_runs = len(result["seeds"])
-    lines = [f"# conveyor vs PyG reference: data={result['data']}, model={result['model']}",
+    num_runs, metric = len(result["seeds"]), result.get("metric", "acc")
+    task = "" if metric == "acc" else f"task={result['task']}, "
+    lines = [f"# conveyor vs PyG reference: {task}data={result['data']}, model={result['model']}",
              "",
              f"fanouts {result['fanouts']}, batch size {result['batch_size']}, {result['epochs']} epochs, "
              f"seeds {result['seeds']}, device {result['device']}; mean ± sample std over seeds. "
-             f"Target val acc {result['target_val_acc']:.4f} ({result['target_source']}); "
+             f"Target val {metric} {result[f'target_val_{metric}']:.4f} ({result['target_source']}); "
              f"times are training time (evaluation excluded).",
              "",
              *(f"- {name}: {line}" for name, line in describe_setup(result["setup"]).items()),
              "",
-             "| system | " + " | ".join(header for header, _, _ in COLUMNS) + " |",
+             "| system | " + " | ".join(header for header, _, _ in columns(metric)) + " |",
              "|---|" + "---|" * len(COLUMNS)]
     for name in SYSTEMS:
         summary = result["systems"][name]["summary"]
-        cells = [format_cell(summary[key], decimals, num_runs) for _, key, decimals in COLUMNS]
+        cells = [format_cell(summary[key], decimals, num_runs) for _, key, decimals in columns(metric)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     ratios = result["conveyor_over_pyg"]
     lines += ["", "conveyor / pyg: median epoch time " + _fmt_ratio(ratios["epoch_time_s"]) +
@@ -259,7 +278,7 @@ def _fmt_ratio(value) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
 
-def write_tensorboard(tb_dir: Path, runs: dict) -> None:
+def write_tensorboard(tb_dir: Path, runs: dict, metric: str = "acc") -> None:
     """Every run's curves under the same tags in `tb_dir/<system>_seed<s>`, so they overlay.
 
     `compare/<key>` is indexed by epoch; `compare/val_acc_by_train_ms` by the training time in
@@ -273,10 +292,10 @@ def write_tensorboard(tb_dir: Path, runs: dict) -> None:
             with SummaryWriter(log_dir=str(tb_dir / f"{name}_seed{curves['seed']}")) as writer:
                 for i, epoch in enumerate(curves["epoch"]):
                     walltime = base + curves["train_time_s"][i]
-                    for key in CURVE_KEYS:
+                    for key in curve_keys(metric):
                         if curves[key][i] is not None:
                             writer.add_scalar(f"compare/{key}", curves[key][i], epoch, walltime=walltime)
-                    writer.add_scalar("compare/val_acc_by_train_ms", curves["val_acc"][i],
+                    writer.add_scalar(f"compare/val_{metric}_by_train_ms", curves[f"val_{metric}"][i],
                                       round(1000 * curves["train_time_s"][i]), walltime=walltime)
 
 
@@ -285,19 +304,20 @@ def plot(result: dict, path: Path) -> None:
     from matplotlib.figure import Figure  # no pyplot: renders with Agg, no display needed
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     by_epoch, by_time = fig.subplots(1, 2, sharey=True)
+    metric = result.get("metric", "acc")
     for name, colour in zip(SYSTEMS, ("tab:blue", "tab:orange")):
         runs = result["systems"][name]["runs"]
-        acc = np.array([r["val_acc"] for r in runs], dtype=float)
+        acc = np.array([r[f"val_{metric}"] for r in runs], dtype=float)
         mean, std = acc.mean(0), acc.std(0)
         for ax, x in ((by_epoch, np.array(runs[0]["epoch"])),
                       (by_time, np.mean([r["train_time_s"] for r in runs], axis=0))):
             ax.plot(x, mean, color=colour, marker="o", markersize=3, label=name)
             ax.fill_between(x, mean - std, mean + std, color=colour, alpha=0.2, linewidth=0)
     for ax, xlabel in ((by_epoch, "epoch"), (by_time, "training time (s)")):
-        ax.axhline(result["target_val_acc"], color="grey", linestyle="--", linewidth=1, label="target")
+        ax.axhline(result[f"target_val_{metric}"], color="grey", linestyle="--", linewidth=1, label="target")
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
-    by_epoch.set_ylabel("validation accuracy")
+    by_epoch.set_ylabel(f"validation {METRIC_NAMES[metric]}")
     by_epoch.legend(loc="lower right")
     how = describe_setup(result["setup"])
     fig.suptitle(f"{result['data']} · {result['model']} · {len(result['seeds'])} seeds "

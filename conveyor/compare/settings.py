@@ -12,7 +12,8 @@ class CompareSettings(Section):
     SECTION: ClassVar[str] = "compare"
     seeds: int = setting(3, "mode=compare: runs per system", integer(1))
     target_val_acc: Optional[float] = setting(
-        None, "time-to-accuracy target; null: 0.98 x the reference's best mean val acc",
+        None, "time-to-accuracy target (task=link: of the val ROC-AUC); null: 0.98 x the reference's best mean val "
+              "acc (auc)",
         number(0, 1, low_open=True, nullable=True, hint="null: 0.98 x the reference's best mean val accuracy"))
     pyg_workers: Any = setting(
         "auto", "the reference's NeighborLoader worker processes, kept across epochs (PyG's products example "

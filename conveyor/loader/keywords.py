@@ -55,22 +55,23 @@ OWN = ("data, num_neighbors, input_nodes, batch_size, shuffle, drop_last, the ke
        "DataLoader it honours (" + ", ".join(TAKEN) + "), and its own pipeline, sampler, cache, device, seed, depth")
 
 
-def check_keywords(keywords: dict) -> dict:
-    """The keywords conveyor honours (`TAKEN`), after refusing, in one paragraph, the first one
-    that is neither honoured, nor at PyG's default, nor PyG's at all."""
+def check_keywords(keywords: dict, loader: str = "NeighborLoader", taken: dict = TAKEN,
+                   unsupported: dict = UNSUPPORTED, own: str = OWN) -> dict:
+    """The keywords conveyor's `loader` honours (`taken`), after refusing, in one paragraph, the
+    first one that is neither honoured, nor at PyG's default (`unsupported`), nor PyG's at all."""
     for name, value in keywords.items():
-        if name in TAKEN:
+        if name in taken:
             continue
-        if name not in UNSUPPORTED:
-            raise ConveyorError(f"conveyor.NeighborLoader got the keyword {name!r}, which neither it nor PyG's "
-                                f"NeighborLoader takes; its keywords are {OWN}.")
-        default, why = UNSUPPORTED[name]
+        if name not in unsupported:
+            raise ConveyorError(f"conveyor.{loader} got the keyword {name!r}, which neither it nor PyG's "
+                                f"{loader} takes; its keywords are {own}.")
+        default, why = unsupported[name]
         if not _same(value, default):
             raise ConveyorError(
-                f"conveyor.NeighborLoader does not support PyG's {name}={value!r}: {why}. Leave "
+                f"conveyor.{loader} does not support PyG's {name}={value!r}: {why}. Leave "
                 f"{name} out (or at PyG's default, {default!r}); to keep it, use "
-                f"torch_geometric.loader.NeighborLoader for this loop.")
-    return {name: value for name, value in keywords.items() if name in TAKEN}
+                f"torch_geometric.loader.{loader} for this loop.")
+    return {name: value for name, value in keywords.items() if name in taken}
 
 
 def _same(value, default) -> bool:

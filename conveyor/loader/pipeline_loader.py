@@ -53,8 +53,9 @@ class PipelineLoader:
             raise ConveyorError(f"this {type(self).__name__} was closed; make a new one to iterate again.")
         if self._state["source"] is None:
             p = self.parts
+            largest = max((int(batch.numel()) for batch in self.plan.positions(1)), default=0)  # its slots' room
             self._state["source"] = batch_source(self.graph, p.sampler, p.features, p.device, p.settings,
-                                                 p.batch_ratio, p.recorder, p.attributes)
+                                                 p.batch_ratio, p.recorder, p.attributes, batch_size=largest or None)
         return self._state["source"]
 
     def start(self) -> PipelineLoader:

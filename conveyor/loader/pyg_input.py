@@ -33,8 +33,9 @@ class BatchLayout:
     others: Dict[str, Any] = field(default_factory=dict)
 
 
-def graph_and_layout(data) -> Tuple[Graph, BatchLayout]:
-    """The pipeline's graph of `data` and how its batches are laid out (module doc)."""
+def graph_and_layout(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, BatchLayout]:
+    """The pipeline's graph of `data` and how its batches are laid out (module doc); the keys
+    `leave_out` of a Data are neither read nor in the batches (a link loader makes its own)."""
     if isinstance(data, Graph):
         return graph_of_graph(data)
     if isinstance(data, (tuple, list)) and len(data) == 2:
@@ -44,7 +45,7 @@ def graph_and_layout(data) -> Tuple[Graph, BatchLayout]:
             f"conveyor.NeighborLoader takes a homogeneous graph: a PyG Data, a conveyor.Graph, or a "
             f"(FeatureStore, GraphStore) pair; got a {type(data).__name__}. For heterogeneous data use "
             f"torch_geometric.loader.NeighborLoader, or data.to_homogeneous() first.")
-    return graph_of_data(data)
+    return graph_of_data(data, leave_out)
 
 
 def graph_of_graph(graph: Graph) -> Tuple[Graph, BatchLayout]:
@@ -56,11 +57,14 @@ def graph_of_graph(graph: Graph) -> Tuple[Graph, BatchLayout]:
     return replace(graph, y=None, node_attrs=node_attrs), BatchLayout(keys)
 
 
-def graph_of_data(data) -> Tuple[Graph, BatchLayout]:
-    edge_index = as_tensor(data.edge_index, "edge_index")
+def graph_of_data(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, BatchLayout]:
+    no_edges = data.edge_index is None  # PyG's Data(num_nodes=N): nodes, no edge
+    edge_index = torch.empty(2, 0, dtype=torch.long) if no_edges else as_tensor(data.edge_index, "edge_index")
     num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
     layout, x, nodes, edges = BatchLayout([]), None, {}, {}
     for key, value in data:
+        if key in leave_out:
+            continue
         kind = kind_of(data, key, value)
         layout.keys.append((key, kind))
         if kind == X:

@@ -24,6 +24,15 @@ from conveyor.samplers.subgraph import pyg_edges
 def to_pyg(prepared, layout: BatchLayout, input_id: Tensor, hop_counts: bool = True) -> Data:
     """`prepared` (a pipeline.PreparedBatch) as PyG's batch; `hop_counts`: whether it says how many
     nodes and edges each hop sampled (PyG's directional subgraphs do, the others do not)."""
+    data = sliced_data(prepared, layout, hop_counts)
+    data.input_id = input_id
+    data.batch_size = int(prepared.batch.num_nodes_per_hop[0])
+    return data
+
+
+def sliced_data(prepared, layout: BatchLayout, hop_counts: bool = True) -> Data:
+    """The user's data sliced to the batch, then n_id, e_id and (`hop_counts`) the per-hop
+    counts: what PyG's node and link loaders' batches both hold."""
     batch = prepared.batch
     edge_index, _, mask, edge_counts = pyg_edges(batch)
     values = {X: lambda key: prepared.x, NODE: lambda key: prepared.node_attrs[key],
@@ -36,12 +45,10 @@ def to_pyg(prepared, layout: BatchLayout, input_id: Tensor, hop_counts: bool = T
         data.n_id = batch.n_id
     if E_ID in prepared.edge_attrs and "e_id" not in data:
         data.e_id = kept(prepared.edge_attrs[E_ID], mask)
-    counts = batch.num_nodes_per_hop
-    per_hop = torch.diff(counts, prepend=counts.new_zeros(1)).tolist()
     if hop_counts:
-        data.num_sampled_nodes, data.num_sampled_edges = per_hop, edge_counts
-    data.input_id = input_id
-    data.batch_size = per_hop[0]
+        counts = batch.num_nodes_per_hop
+        data.num_sampled_nodes = torch.diff(counts, prepend=counts.new_zeros(1)).tolist()
+        data.num_sampled_edges = edge_counts
     return data
 
 

@@ -21,9 +21,10 @@ from torch import Tensor
 
 from conveyor.core.errors import ConveyorError
 from conveyor.partition.assignment import assign_metis, assign_nearest, assign_pagraph, membership, round_robin
+from conveyor.partition.digest import contents_digest, same_contents
 from conveyor.partition.expansion import Adjacency, closure_subgraph, hop_distances
 from conveyor.partition.graph import Graph
-from conveyor.partition.store import Part, graph_fingerprint, load_parts, read_header, save_parts, sweep_killed_saves
+from conveyor.partition.store import Part, load_parts, read_header, save_parts, sweep_killed_saves
 
 METHODS = ("pagraph", "random", "metis")
 SPLITS = ("train", "val", "test")
@@ -140,7 +141,7 @@ def partition_info(graph: Graph, num_parts: int, num_hops: int, method: str, see
     """What identifies a partitioning: saved with it, compared by `load_or_partition`."""
     return {"num_parts": num_parts, "num_hops": num_hops, "method": method, "seed": int(seed),
             "splits": sorted(splits), "graph": graph.name, "graph_nodes": graph.num_nodes,
-            "graph_edges": graph.num_edges, "fingerprint": graph_fingerprint(graph)}
+            "graph_edges": graph.num_edges, "fingerprint": contents_digest(graph)}
 
 
 def partition_graph(graph: Graph, num_parts: int, num_hops: int, method: str = "pagraph",
@@ -210,10 +211,11 @@ def partition_to_disk(graph: Graph, num_parts: int, num_hops: int, method: str, 
     return report
 
 
-def matches(header: Optional[Dict], wanted: Dict) -> bool:
-    return header is not None and all(header.get(k) == wanted[k] for k in
-                                      ("fingerprint", "num_parts", "num_hops", "method", "seed",
-                                       "splits"))
+def matches(header: Optional[Dict], wanted: Dict, graph: Graph) -> bool:
+    """Whether the partitioning `header` describes is `wanted`'s, made from `graph` (its digest
+    in whichever form it was recorded: partition/digest.py)."""
+    return (header is not None and same_contents(graph, str(header.get("fingerprint")), wanted["fingerprint"])
+            and all(header.get(k) == wanted[k] for k in ("num_parts", "num_hops", "method", "seed", "splits")))
 
 
 def ensure_partitioned(graph: Graph, num_parts: int, num_hops: int, method: str, directory,
@@ -227,7 +229,7 @@ def ensure_partitioned(graph: Graph, num_parts: int, num_hops: int, method: str,
     wanted = partition_info(graph, num_parts, num_hops, method, seed, splits)
     sweep_killed_saves(directory)  # here too: a partitioning that is reused is never saved again
     header = read_header(directory)
-    if not force and matches(header, wanted):
+    if not force and matches(header, wanted, graph):
         return partition_report(header["parts"]), True
     return partition_to_disk(graph, num_parts, num_hops, method, directory, seed, splits,
                              info=wanted), False

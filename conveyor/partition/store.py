@@ -15,7 +15,6 @@ leaves a half-written partitioning behind a valid `partition.json`.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -33,7 +32,6 @@ from conveyor.core.links import refuse_link
 from conveyor.partition.graph import Graph, load_saved
 
 FORMAT_VERSION = 1
-X_ROWS_HASHED = 1 << 16  # feature rows the fingerprint reads (evenly spaced), not all of x
 PARTITIONS_ELSEWHERE = "give the partitions another folder"  # the fix a refused link's paragraph names
 
 
@@ -48,28 +46,6 @@ class Part:
     @property
     def rank(self) -> int:
         return int(self.info["rank"])
-
-
-def graph_fingerprint(graph: Graph) -> str:
-    """A hash of the structure, splits and labels, and of a sample of feature rows.
-
-    Reads every edge once (about a second per 500 MB); x is sampled because it is the largest
-    array and any change to a dataset that matters here also changes its structure or splits.
-    """
-    digest = hashlib.blake2b(digest_size=16)
-    digest.update(json.dumps([graph.num_nodes, graph.num_edges, graph.num_classes]).encode())
-    arrays = [graph.indptr, graph.indices, graph.train_idx, graph.val_idx, graph.test_idx, graph.y]
-    if graph.x is not None:
-        step = max(1, graph.x.size(0) // X_ROWS_HASHED)
-        arrays += [torch.tensor(graph.x.shape), graph.x[::step]]
-    for array in arrays:
-        if array is None:
-            digest.update(b"none")
-            continue
-        array = array.contiguous()
-        digest.update(str(array.dtype).encode())
-        digest.update(array.view(torch.uint8).numpy() if array.numel() else b"")
-    return digest.hexdigest()
 
 
 def save_part(part: Part, directory: Path) -> None:

@@ -1,11 +1,13 @@
 """`SampledBatch`: the L-hop message-flow graph of one mini-batch (docs/design.md), tensors only."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
+
+EXTRA = "extra."  # the slot names of a batch's extras: extra.<name>
 
 
 @dataclass
@@ -20,6 +22,10 @@ class SampledBatch:
     # (`graph.indices[pos]` is its neighbour): its edge attributes' row, and through `graph.edge_ids`
     # PyG's e_id. None for a sampler that does not say (its batches carry no edge attributes).
     edge_pos_per_hop: Optional[List[Tensor]] = None
+    # Other tensors a sampler returns with the batch, by name (a link sampler's local
+    # edge_label_index, edge_label, ...): they travel with it through the pipeline's slots
+    # (`to_tensors` names them EXTRA + name) and reach the trainer as they were drawn.
+    extras: Dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def num_hops(self) -> int:
@@ -35,8 +41,9 @@ class SampledBatch:
 
     def to(self, device, non_blocking: bool = False) -> "SampledBatch":
         move = lambda tensors: None if tensors is None else [t.to(device, non_blocking=non_blocking) for t in tensors]
+        extras = {k: v.to(device, non_blocking=non_blocking) for k, v in self.extras.items()}
         return SampledBatch(self.n_id.to(device, non_blocking=non_blocking), self.num_nodes_per_hop,
-                            move(self.edge_index_per_hop), move(self.edge_pos_per_hop))
+                            move(self.edge_index_per_hop), move(self.edge_pos_per_hop), extras)
 
     def layers(self):
         """(edge_index, num_src, num_dst) per model layer, first layer (hop L) first."""
@@ -48,18 +55,21 @@ class SampledBatch:
         """The batch's tensors by name, to cross a process boundary in shared buffers; the node
         counts travel apart, as a plain list (`from_tensors` puts the batch back together)."""
         positions = {f"p{h}": p for h, p in enumerate(self.edge_pos_per_hop or [])}
-        return {"n_id": self.n_id, **{f"e{h}": e for h, e in enumerate(self.edge_index_per_hop)}, **positions}
+        extras = {EXTRA + name: t for name, t in self.extras.items()}
+        return {"n_id": self.n_id, **{f"e{h}": e for h, e in enumerate(self.edge_index_per_hop)}, **positions,
+                **extras}
 
     @classmethod
     def from_tensors(cls, tensors: Dict[str, Tensor], num_nodes_per_hop: List[int]) -> "SampledBatch":
         hops = len(num_nodes_per_hop) - 1
         positions = [tensors[f"p{h}"] for h in range(hops)] if hops and "p0" in tensors else None
+        extras = {k[len(EXTRA):]: v for k, v in tensors.items() if k.startswith(EXTRA)}
         return cls(tensors["n_id"], torch.tensor(num_nodes_per_hop, dtype=torch.long),
-                   [tensors[f"e{h}"] for h in range(hops)], positions)
+                   [tensors[f"e{h}"] for h in range(hops)], positions, extras)
 
     def share_memory_(self) -> "SampledBatch":
         self.n_id.share_memory_()
-        for e in [*self.edge_index_per_hop, *(self.edge_pos_per_hop or [])]:
+        for e in [*self.edge_index_per_hop, *(self.edge_pos_per_hop or []), *self.extras.values()]:
             e.share_memory_()
         return self
 

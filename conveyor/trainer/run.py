@@ -26,9 +26,12 @@ from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, stream_seed
 from conveyor.samplers import SamplerSpec
 from conveyor.trainer.context import LocalContext
+from conveyor.trainer.link_task import METRIC as LINK_METRIC
+from conveyor.trainer.link_task import LinkTask
 from conveyor.trainer.loop.epoch import train_epoch
 from conveyor.trainer.loop.evaluation import split_figures
 from conveyor.trainer.loop.layerwise import layerwise_obstacle, resolve_inference
+from conveyor.trainer.loop.link import train_link_epoch
 from conveyor.trainer.loop.loss import default_loss
 from conveyor.trainer.loop.precision import Precision, resolve_precision
 from conveyor.trainer.loop.schedule import build_scheduler, step_scheduler
@@ -48,6 +51,11 @@ from conveyor.trainer.settings import TrainingSettings
 
 log = logging.getLogger("conveyor")
 NO_BEST = {"val_acc": None, "test_acc": None, "epoch": None}
+
+
+def no_best(metric: str) -> dict:
+    """The best figures before any evaluation: the validation and test `metric` (acc; auc for links)."""
+    return {f"val_{metric}": None, f"test_{metric}": None, "epoch": None}
 
 
 @dataclass
@@ -82,6 +90,8 @@ class Run:
     loss: Callable = default_loss  # loss(out, y) -> scalar (trainer/loop/loss.py)
     portable: dict = field(default_factory=dict)  # how conveyor.load rebuilds the model (portable.py)
     data: dict = field(default_factory=dict)  # the data's fingerprint, in every checkpoint (fingerprint.py)
+    link: Any = None  # task=link: its LinkTask (trainer/link_task.py); None: node classification
+    metric: str = "acc"  # the figure the best epoch, early stopping and the plateau schedule read (val_<metric>)
 
     @property
     def seed(self) -> int:
@@ -92,24 +102,27 @@ class Run:
         return self.settings.trainer.epochs
 
 
-def loader_parts(settings: TrainingSettings, device: torch.device, recorder=None, attributes=None) -> LoaderParts:
+def loader_parts(settings: TrainingSettings, device: torch.device, recorder=None, attributes=None,
+                 sampler=None) -> LoaderParts:
     """The pipeline the settings describe: the sampler and the feature cache as specs, each from its
     own settings; `recorder` (a RunRecorder, or None) takes the stages' own scalars for TensorBoard;
-    `attributes`: the graph's edge attributes the model takes (trainer/models/edges.py), or None."""
+    `attributes`: the graph's edge attributes the model takes (trainer/models/edges.py), or None;
+    `sampler`: another sampler or spec than the settings' (task=link: its link batches)."""
     seed = settings.run.seed
-    return LoaderParts(SamplerSpec.of(settings.sampler, seed, device), CacheSpec(settings.cache, seed),
+    sampler = SamplerSpec.of(settings.sampler, seed, device) if sampler is None else sampler
+    return LoaderParts(sampler, CacheSpec(settings.cache, seed),
                        torch.device(device), settings.pipeline, settings.trainer.largest_batch_ratio, recorder,
                        attributes)
 
 
 def build_loader(settings: TrainingSettings, graph: Graph, plan: SeedPlan, device: torch.device,
-                 recorder=None, model: torch.nn.Module | None = None) -> PipelineLoader:
+                 recorder=None, model: torch.nn.Module | None = None, sampler=None) -> PipelineLoader:
     """The run's one batch source: a `PipelineLoader` of `plan`'s seeds over the pipeline the
     settings describe (in-process or a process pipeline), carrying the edge attributes `model`
     takes, started now, so that its start-up is no epoch's time. The loop iterates its `epoch(e)`;
     evaluation runs its other passes through it."""
     attributes = None if model is None else edge_spec(model, graph)
-    return PipelineLoader(graph, loader_parts(settings, device, recorder, attributes), plan).start()
+    return PipelineLoader(graph, loader_parts(settings, device, recorder, attributes, sampler), plan).start()
 
 
 def build_batch_source(settings: TrainingSettings, graph: Graph, device: torch.device, recorder=None):
@@ -137,7 +150,7 @@ def train(settings: TrainingSettings, ctx=None, model: torch.nn.Module | None = 
             record = train_one_epoch(run, epoch)
             if epoch % settings.trainer.eval_every == 0 or epoch == run.epochs:
                 record.update(evaluate_splits(run, epoch))
-            step_scheduler(run.scheduler, record)
+            step_scheduler(run.scheduler, record, f"val_{run.metric}")
             end_epoch(run, record)
     finally:
         run.source.close()
@@ -153,36 +166,49 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     precision = resolve_precision(trainer.precision, ctx.device)
     precision.apply()
     log.info("device %s, precision %s, output %s", ctx.device, precision.name, out_dir)
-    graph = ctx.graph  # a rank trains on its own partition
+    link = LinkTask(settings, ctx.graph) if settings.task.name == "link" else None
+    graph = ctx.graph if link is None else link.graph  # a rank trains on its own partition
     log.info("%r", graph)
     data = ctx.data_fingerprint()
     if state is not None:
         check_same_data(state.get("data"), data, checkpoint_path(out_dir))
-    torch.manual_seed(settings.run.seed)
-    if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
-        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
-    elif model is None:
-        model = build_model(settings.model, graph.x.size(1), int(graph.num_classes), len(settings.sampler.fanouts))
-    else:
-        log.info("model: the given %s (the model settings unused)", type(unwrapped(model)).__name__)
-    model = model.to(ctx.device)
-    inference = resolve_inference(trainer.inference, model)
-    log_model_choices(model, trainer.inference, inference)
-    check_validation_nodes(trainer, ctx, graph)
+    model = run_model(settings, graph, model, link).to(ctx.device)
+    encoder = model if link is None else model.encoder
+    inference = resolve_inference(trainer.inference, encoder)
+    log_model_choices(encoder, trainer.inference, inference)
+    if link is None:
+        check_validation_nodes(trainer, ctx, graph)
     optimizer = (make_optimizer or partial(torch.optim.Adam, lr=trainer.lr,
                                            weight_decay=trainer.weight_decay))(model.parameters())
     scheduler = build_scheduler(trainer, optimizer)
     config = settings.to_dict()
-    start_epoch, history, best = 1, [], dict(NO_BEST)
+    metric = "acc" if link is None else LINK_METRIC
+    start_epoch, history, best = 1, [], no_best(metric)
     if state is not None:
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
     recorder = ctx.recorder(out_dir, config, history)
     edges = edge_spec(model, graph)
     if edges:  # the console's start-up stays short: the line where the run reads some
         log.info("edge features: %s", ", ".join(edges.edge))
-    source = build_loader(settings, graph, ctx.seed_plan(settings.run.seed), ctx.device, recorder, model)
+    plan = ctx.seed_plan(settings.run.seed) if link is None else link.seed_plan(ctx, settings.run.seed)
+    source = build_loader(settings, graph, plan, ctx.device, recorder, model,
+                          None if link is None else link.sampler(ctx.device))
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
-               recorder, source, precision, start_epoch, best, data=data)
+               recorder, source, precision, start_epoch, best, data=data, link=link, metric=metric)
+
+
+def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn.Module:
+    """The model the settings describe (seeded by run.seed), or the one given; for task=link, as
+    the encoder of a LinkModel whose output is model.hidden wide."""
+    torch.manual_seed(settings.run.seed)
+    if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
+        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
+    elif model is None:
+        out_dim = int(graph.num_classes) if link is None else settings.model.hidden
+        model = build_model(settings.model, graph.x.size(1), out_dim, len(settings.sampler.fanouts))
+    else:
+        log.info("model: the given %s (the model settings unused)", type(unwrapped(model)).__name__)
+    return model if link is None else link.model(model)
 
 
 def log_model_choices(model, asked: str, inference: str) -> None:
@@ -254,9 +280,10 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     start = time.perf_counter()
     batches = run.source.epoch(epoch)
     progress = run.settings.trainer.progress and run.ctx.is_main
-    stats = train_epoch(run.net, run.optimizer, batches, len(run.source), progress,
-                        f"epoch {epoch}/{run.epochs}", on_log, run.settings.trainer.log_every,
-                        run.precision.autocast, run.loss, run.train_degree)
+    common = (run.net, run.optimizer, batches, len(run.source), progress, f"epoch {epoch}/{run.epochs}", on_log,
+              run.settings.trainer.log_every, run.precision.autocast)
+    stats = (train_epoch(*common, run.loss, run.train_degree) if run.link is None
+             else train_link_epoch(*common, degree=run.train_degree))
     seconds = time.perf_counter() - start
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
@@ -272,14 +299,21 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
     """Validation and test accuracy and loss (over every rank's nodes), as trainer.inference says
     (trainer/loop/evaluation.py); keeps the best validation epoch."""
     start = time.perf_counter()
+    figures = node_figures(run) if run.link is None else run.link.figures(run)
+    figures["eval_time_s"] = time.perf_counter() - start
+    val, test = f"val_{run.metric}", f"test_{run.metric}"
+    if val in figures and (run.best[val] is None or figures[val] > run.best[val]):
+        run.best = {val: figures[val], test: figures.get(test), "epoch": epoch}
+    return figures
+
+
+def node_figures(run: Run) -> dict:
+    """Validation's and test's accuracy and loss, over every rank's nodes."""
     figures = {}
     for split, (loss, acc, seen) in split_figures(run).items():
         (loss, acc), seen = run.ctx.global_means([loss, acc], seen)  # each rank evaluated its own nodes
         if seen:
             figures[f"{split}_acc"], figures[f"{split}_loss"] = acc, loss
-    figures["eval_time_s"] = time.perf_counter() - start
-    if "val_acc" in figures and (run.best["val_acc"] is None or figures["val_acc"] > run.best["val_acc"]):
-        run.best = {"val_acc": figures["val_acc"], "test_acc": figures.get("test_acc"), "epoch": epoch}
     return figures
 
 
@@ -287,26 +321,27 @@ def patience_ran_out(run: Run) -> bool:
     """Early stopping: trainer.patience evaluations since the best validation accuracy, none of
     them better. Read from the history, so a resumed run counts the evaluations before it too
     (and one that had stopped stops again at once, unless given more patience)."""
-    patience, best_epoch = run.settings.trainer.patience, run.best["epoch"]
+    patience, best_epoch, val = run.settings.trainer.patience, run.best["epoch"], f"val_{run.metric}"
     if not patience or best_epoch is None:
         return False
     history = run.recorder.epochs
-    since = sum(1 for e in history if "val_acc" in e and e["epoch"] > best_epoch)
+    since = sum(1 for e in history if val in e and e["epoch"] > best_epoch)
     if since < int(patience):
         return False
     run.stopped_epoch = history[-1]["epoch"]
-    log.info("early stop after epoch %d: no better val acc in %d evaluations since epoch %d (%.4f)",
-             run.stopped_epoch, since, best_epoch, run.best["val_acc"])
+    log.info("early stop after epoch %d: no better val %s in %d evaluations since epoch %d (%.4f)",
+             run.stopped_epoch, run.metric, since, best_epoch, run.best[val])
     return True
 
 
 def end_epoch(run: Run, record: dict) -> None:
     """Log the epoch, record it (metrics.json, TensorBoard) and checkpoint it: `best.pt` first
     when it is the best so far, so that `last.pt` never names a best epoch `best.pt` lacks."""
-    log.info("epoch %d: loss %.4f train %.4f val %s test %s | %.2fs (sample %.2fs, gather %.2fs, "
+    m = run.metric
+    log.info("epoch %d: loss %.4f train %.4f val %s test %s%s | %.2fs (sample %.2fs, gather %.2fs, "
              "train %.2fs)%s", record["epoch"], record["loss"], record["train_acc"],
-             _fmt(record.get("val_acc")), _fmt(record.get("test_acc")), record["epoch_time_s"],
-             record["sample_s"], record["gather_s"], record["train_s"],
+             _fmt(record.get(f"val_{m}")), _fmt(record.get(f"test_{m}")), link_figures_said(run, record),
+             record["epoch_time_s"], record["sample_s"], record["gather_s"], record["train_s"],
              f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
     run.recorder.epoch(record)
     if not run.ctx.is_main:
@@ -320,27 +355,40 @@ def end_epoch(run: Run, record: dict) -> None:
                                   "history": run.recorder.epochs, "best": run.best, **scheduler})
 
 
+def link_figures_said(run: Run, record: dict) -> str:
+    """task=link: which figure the epoch line's val and test are, and Hits@K beside them."""
+    if run.link is None:
+        return ""
+    hits = run.link.figure_names[1]
+    if f"val_{hits}" not in record:
+        return " (auc)"
+    return f" (auc; {hits} val {_fmt(record['val_' + hits])} test {_fmt(record['test_' + hits])})"
+
+
 def finish_run(run: Run) -> TrainResult:
     """The final figures, written to metrics.json; the result train() returns."""
-    history = run.recorder.epochs
+    history, m = run.recorder.epochs, run.metric
     last = history[-1] if history else {}
     best = run.best
-    final = {"epochs": len(history), "test_acc": last.get("test_acc"), "val_acc": last.get("val_acc"),
+    final = {"epochs": len(history), f"test_{m}": last.get(f"test_{m}"), f"val_{m}": last.get(f"val_{m}"),
              "train_acc": last.get("train_acc"), "loss": last.get("loss"),
-             "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
+             f"best_val_{m}": best[f"val_{m}"], f"test_{m}_at_best_val": best[f"test_{m}"],
              "best_epoch": best["epoch"], "inference": run.inference,
              "stopped_early": run.stopped_epoch is not None, "stopped_epoch": run.stopped_epoch,
              "mean_epoch_time_s": sum(e["epoch_time_s"] for e in history) / max(len(history), 1),
              "wall_time_s": time.perf_counter() - run.started}
+    if run.link is not None:  # the last evaluation's other figures (Hits@K, loss, accuracy)
+        final.update({f"{split}_{name}": last.get(f"{split}_{name}") for split in ("val", "test")
+                      for name in run.link.figure_names if f"{split}_{name}" not in final})
     run.recorder.write(final)
     run.recorder.hparams(final)
     run.recorder.close()
     if best["epoch"] is not None:
-        log.info("done: test acc %s at the best val acc %s (epoch %d, %s); at the last evaluation "
-                 "%s; metrics in %s", _fmt(best["test_acc"]), _fmt(best["val_acc"]), best["epoch"],
-                 run.out_dir / BEST, _fmt(final["test_acc"]), run.out_dir / "metrics.json")
+        log.info("done: test %s %s at the best val %s %s (epoch %d, %s); at the last evaluation "
+                 "%s; metrics in %s", m, _fmt(best[f"test_{m}"]), m, _fmt(best[f"val_{m}"]), best["epoch"],
+                 run.out_dir / BEST, _fmt(final[f"test_{m}"]), run.out_dir / "metrics.json")
     else:
-        log.info("done: test acc %s (no validation split); metrics in %s", _fmt(final["test_acc"]),
+        log.info("done: test %s %s (no validation split); metrics in %s", m, _fmt(final[f"test_{m}"]),
                  run.out_dir / "metrics.json")
     return TrainResult(run.model, list(history), final)
 

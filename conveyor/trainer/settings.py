@@ -38,6 +38,8 @@ INFERENCE = ("auto", "layerwise", "sampled")  # trainer/loop/layerwise.py
 GCN_DEGREES = ("batch", "graph")  # trainer/models/gcn.py
 PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/loop/precision.py
 SCHEDULES = ("none", "cosine", "step", "plateau")  # trainer/loop/schedule.py
+TASKS = ("node", "link")  # node classification (trainer/run.py) | link prediction (trainer/link_task.py)
+DECODERS = ("dot", "mlp")  # trainer/models/decoder.py
 OUT_DIR = "runs/${now:%Y-%m-%d_%H-%M-%S}_${data.name}_${model.name}_${run_id:}"  # resolved when composed
 
 
@@ -174,6 +176,37 @@ class ModelSettings(Section):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskSettings(Section):
+    """What the run learns (group `task`): the nodes' classes, or which node pairs are linked
+    (trainer/link_task.py: the edges split as PyG's RandomLinkSplit, an encoder and a decoder)."""
+    SECTION: ClassVar[str] = "task"
+    OPTIONS: ClassVar[dict] = {  # the config group's options (conf/task/*.yaml), for --help
+        "node": "node classification: the training nodes' labels, cross-entropy, accuracy",
+        "link": "link prediction: the edges split into train/val/test as PyG's RandomLinkSplit (val and test "
+                "edges out of training's graph), the model as an encoder with a decoder over node pairs, "
+                "binary cross-entropy against random negatives, ROC-AUC and Hits@K from layer-wise embeddings"}
+
+    name: str = setting(REQUIRED, "the task (the option chosen in group task): node or link", choice(TASKS))
+    val_ratio: float = setting(0.05, "link: the share of the edges held out for validation (RandomLinkSplit's "
+                                     "num_val)", number(0, 1, high_open=True, hint="link: share of the edges"))
+    test_ratio: float = setting(0.1, "link: the share of the edges held out for testing (RandomLinkSplit's "
+                                     "num_test)", number(0, 1, high_open=True, hint="link: share of the edges"))
+    neg_ratio: float = setting(1.0, "link: random negative pairs drawn per training edge in each batch (binary, "
+                                    "in the sampler stage: LinkNeighborLoader's neg_sampling_ratio)",
+                               number(0, low_open=True, hint="link: negatives per positive"))
+    decoder: str = setting("dot", "link: a pair's score from its two embeddings: dot (their inner product) | mlp "
+                                  "(an MLP on their elementwise product, OGB's LinkPredictor)", choice(DECODERS))
+    hits_k: int = setting(20, "link: Hits@K, the share of positive val/test links scored above the K-th best "
+                              "negative (OGB's)", integer(1, hint="link: K of Hits@K"))
+
+    def check(self) -> None:
+        if self.val_ratio + self.test_ratio >= 1:
+            raise ConveyorError(f"task.val_ratio={self.val_ratio:g} and task.test_ratio={self.test_ratio:g} hold out "
+                                f"all the edges, leaving none to train on; keep their sum below 1 (e.g. 0.05 "
+                                f"and 0.1).")
+
+
+@dataclass(frozen=True, kw_only=True)
 class TrainingSettings(Section):
     """Every section a training run reads, each checked as it was made; the trainer hands them out one
     by one. The entry point's `conveyor.settings.Settings` adds what picks the mode."""
@@ -185,6 +218,7 @@ class TrainingSettings(Section):
     cache: CacheSettings = section(CacheSettings)
     partition: PartitionSettings = section(PartitionSettings)
     pipeline: PipelineSettings = section(PipelineSettings)
+    task: TaskSettings = section(TaskSettings)
 
     def replace(self, **sections) -> "TrainingSettings":
         """A copy with some sections' keys changed: `replace(run={"seed": 1})`."""

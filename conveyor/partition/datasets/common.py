@@ -15,8 +15,8 @@ import torch
 
 from conveyor.core.errors import ConveyorError
 from conveyor.core.leftovers import sweep_dead
+from conveyor.partition.digest import contents_digest, same_contents
 from conveyor.partition.graph import Graph
-from conveyor.partition.store import graph_fingerprint
 
 log = logging.getLogger("conveyor")
 STAMP, FINGERPRINT = "stamp.txt", "fingerprint.txt"
@@ -101,7 +101,7 @@ def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Grap
     try:
         built = build()
         built.save(staging)
-        (staging / FINGERPRINT).write_text(graph_fingerprint(built))
+        (staging / FINGERPRINT).write_text(contents_digest(built))
         (staging / STAMP).write_text(stamp)
         os.rename(staging, directory)
     except OSError:
@@ -126,7 +126,7 @@ def _load_intact(directory: Path, stamp: str) -> Graph | None:
         return None
     try:
         graph = Graph.load(directory, mmap=True)
-        intact = graph_fingerprint(graph) == fingerprint_file.read_text()
+        intact = same_contents(graph, fingerprint_file.read_text())
     except ConveyorError as error:  # truncated, or not a graph at all
         log.warning("the cached graph in %s is damaged: rebuilding it (%s)", directory, error)
         return None

@@ -41,6 +41,7 @@ import torch.multiprocessing as mp
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.partition.configured import make_partitions
+from conveyor.partition.datasets import load_configured
 from conveyor.partition.store import load_part
 from conveyor.pipeline.shutdown import stop_processes
 from conveyor.trainer.distributed.rank_context import RankContext, RankFailed, num_batches_per_epoch
@@ -119,6 +120,14 @@ def rank_context(settings, rank: int, world_size: int, device: torch.device, par
     return RankContext(rank, world_size, device, part.graph, part.node_ids, num_batches, part.info)
 
 
+def link_rank_context(settings, rank: int, world_size: int, device: torch.device) -> RankContext:
+    """task=link: every rank holds the whole graph (memory-mapped where it is a saved graph.pt) and
+    trains its own share of the training links (trainer/link_task.py); no partitioning."""
+    graph = load_configured(settings.data)
+    log.info("rank %d/%d on %s: %r, link prediction on the whole graph", rank, world_size, device, graph)
+    return RankContext(rank, world_size, device, graph, torch.arange(graph.num_nodes), 0, None)
+
+
 def run_rank(settings, rank: int, world_size: int, local_rank: int, local_world_size: int,
              part_dir: Optional[Path] = None, after=None, joined=None) -> dict:
     """One rank's whole run: join, find its partition, train, leave. Without `part_dir`
@@ -129,9 +138,12 @@ def run_rank(settings, rank: int, world_size: int, local_rank: int, local_world_
     if joined is not None:
         joined()
     try:
-        if part_dir is None:
-            part_dir = _partitions_from_local_leader(settings, rank, world_size, local_rank)
-        ctx = rank_context(settings, rank, world_size, device, part_dir)
+        if settings.task.name == "link":
+            ctx = link_rank_context(settings, rank, world_size, device)
+        else:
+            if part_dir is None:
+                part_dir = _partitions_from_local_leader(settings, rank, world_size, local_rank)
+            ctx = rank_context(settings, rank, world_size, device, part_dir)
         final = train(settings, ctx).final
         if after is not None:
             after(ctx, final)
@@ -170,7 +182,7 @@ def _spawned_rank(rank: int, settings, world_size: int, port: int, part_dir: str
     process-group threads that will never answer."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
-        run_rank(settings, rank, world_size, rank, world_size, Path(part_dir), after)
+        run_rank(settings, rank, world_size, rank, world_size, Path(part_dir) if part_dir else None, after)
         return
     except ConveyorError as error:  # bad input: the parent raises it as such, without traceback
         code, note = 2, {"input": str(error)}
@@ -189,7 +201,7 @@ def spawn_ranks(settings, world_size: int, part_dir: Path, after=None) -> None:
     """Run `world_size` ranks as child processes and watch them: as soon as one exits with an
     error, stop the others and raise with that rank's traceback (or the signal that killed it)."""
     with tempfile.TemporaryDirectory(prefix=f"{RANK_NOTES_PREFIX}{os.getpid()}.") as notes:
-        ranks = mp.start_processes(_spawned_rank, (settings, world_size, free_port(), str(part_dir),
+        ranks = mp.start_processes(_spawned_rank, (settings, world_size, free_port(), str(part_dir or ""),
                                                    notes, after),
                                    nprocs=world_size, join=False, start_method="spawn")
         try:
@@ -266,7 +278,7 @@ def train_distributed(settings: TrainingSettings, after=None) -> dict:
     rank_device(settings, 0, world_size)  # fail here, not in K children, if the GPUs do not suffice
     prepare_out_dir(settings)  # the check rank 0 makes again: never overwrite a run without resume
     setup_logging(Path(settings.run.out_dir))
-    part_dir = make_partitions_for(settings, world_size)[0]
+    part_dir = None if settings.task.name == "link" else make_partitions_for(settings, world_size)[0]
     spawn_ranks(settings, world_size, part_dir, after)
     # The ranks were child processes: what rank 0 wrote is how their result comes back.
     return json.loads((Path(settings.run.out_dir) / "metrics.json").read_text())["final"]

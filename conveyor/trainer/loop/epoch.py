@@ -73,10 +73,11 @@ class CostSum:
         self.sample_s = self.gather_s = 0.0
         self.hits = self.misses = self.host_bytes = 0
 
-    def add(self, pb) -> None:
+    def add(self, pb, seeds: int | None = None) -> None:
+        """One batch; `seeds`: what it trained on (None: its labelled seeds, `pb.y`)."""
         cost = pb.cost
         self.batches += 1
-        self.seeds += pb.y.numel()
+        self.seeds += pb.y.numel() if seeds is None else seeds
         self.edges += pb.batch.num_sampled_edges
         self.sample_s += cost.sample_s
         self.gather_s += cost.gather_s

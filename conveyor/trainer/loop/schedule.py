@@ -31,12 +31,12 @@ def build_scheduler(trainer: TrainerSettings, optimizer):
     return None
 
 
-def step_scheduler(scheduler, record: dict) -> None:
-    """After the epoch of `record` (and its evaluation, if any)."""
+def step_scheduler(scheduler, record: dict, watched: str = "val_acc") -> None:
+    """After the epoch of `record` (and its evaluation, if any); plateau watches `watched`."""
     if scheduler is None:
         return
     if isinstance(scheduler, lr_scheduler.ReduceLROnPlateau):
-        if "val_acc" in record:
-            scheduler.step(record["val_acc"])
+        if watched in record:
+            scheduler.step(record[watched])
     else:
         scheduler.step()

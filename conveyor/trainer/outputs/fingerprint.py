@@ -3,39 +3,25 @@ data: a custom dataset replaced under the same path, a regenerated cache, anothe
 graph, one feature row changed. The config check (trainer/outputs/resume.py) sees only the
 options; this sees the data.
 
-A fingerprint is the whole graph's shapes (nodes, edges, feature width and dtype, classes) and a
-digest of every row of every array the graph holds (`contents_digest`: the CSC, features, labels,
-splits, edge ids and every node and edge attribute, each with its name, dtype and shape): streamed
-through hashlib in chunks, so a memory-mapped graph is read a piece at a time and never copied, its
-pieces hashed on every core (hashlib releases the GIL) and the pieces' digests hashed together. On
-the products-scale graph (1.53 GB of arrays) it took 3.2 s on 2 cores under a load of 6, 2.5x the
-sampled digest it replaced (`python -m benchmarks.fingerprint`). Its value starts with
-`DIGEST_VERSION`: a checkpoint written before it (whose digest sampled 65,536 feature rows) resumes
-on matching shapes, with a warning that its contents cannot be compared. Under DDP a rank holds
-only its part, so the whole graph's shapes and digest come from the partitioning's header
-(`partition.store.graph_fingerprint`, the digest the partitioning was checked with).
+A fingerprint is the whole graph's shapes (nodes, edges, feature width and dtype, classes) and
+`partition.digest.contents_digest`, a digest of every row of every array the graph holds. A
+checkpoint written before that digest (whose digest sampled 65,536 feature rows) resumes on
+matching shapes, with a warning that its contents cannot be compared. Under DDP a rank holds only
+its part, so the whole graph's shapes and digest come from the partitioning's header (the same
+digest, with which the partitioning was checked).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import torch
-from torch import Tensor
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
+from conveyor.partition.digest import DIGEST_VERSION, contents_digest
 
 log = logging.getLogger("conveyor")
 
 SHAPES = ("nodes", "edges", "feature_width", "feature_dtype", "classes")
-DIGEST_VERSION = "rows-v1:"  # every row of every array (a digest without it sampled x's rows)
-PIECE_BYTES = 1 << 26  # hashed by one thread: 64 MiB of rows. Part of the digest: a change needs a new version
-CHUNK_BYTES = 1 << 22  # fed to hashlib at once (a contiguous copy only of a non-contiguous chunk)
 
 
 def data_fingerprint(graph: Graph, whole: dict | None = None) -> dict:
@@ -49,45 +35,6 @@ def data_fingerprint(graph: Graph, whole: dict | None = None) -> dict:
         return {"nodes": int(whole["graph_nodes"]), "edges": int(whole["graph_edges"]), **shapes,
                 "digest": whole["fingerprint"]}
     return {"nodes": graph.num_nodes, "edges": graph.num_edges, **shapes, "digest": contents_digest(graph)}
-
-
-def contents_digest(graph: Graph, threads: int | None = None) -> str:
-    """A digest of every row of every tensor of `graph` (with its name, dtype and shape), and of
-    its node, edge and class counts. `threads`: how many pieces are hashed at once (default: the
-    cores this process may use)."""
-    tensors = sorted(graph.tensors().items())
-    pieces = [(t, start, stop) for _, t in tensors for start, stop in row_pieces(t)]
-    with ThreadPoolExecutor(threads or len(os.sched_getaffinity(0))) as pool:
-        digests = iter(pool.map(lambda piece: piece_digest(*piece), pieces))
-    whole = hashlib.blake2b(digest_size=16)
-    whole.update(json.dumps([graph.num_nodes, graph.num_edges, graph.num_classes]).encode())
-    for name, t in tensors:
-        whole.update(f"{name} {str(t.dtype)} {list(t.shape)};".encode())
-        for _ in row_pieces(t):
-            whole.update(next(digests))
-    return DIGEST_VERSION + whole.hexdigest()
-
-
-def row_pieces(tensor: Tensor) -> list:
-    """(start, stop) row ranges of about PIECE_BYTES each (one for an empty or 0-d tensor)."""
-    rows = tensor.size(0) if tensor.dim() else 1
-    step = max(1, PIECE_BYTES // max(_row_bytes(tensor), 1))
-    return [(start, min(start + step, rows)) for start in range(0, rows, step)] or [(0, 0)]
-
-
-def piece_digest(tensor: Tensor, start: int, stop: int) -> bytes:
-    """The digest of rows start..stop of `tensor`, fed CHUNK_BYTES at a time."""
-    digest = hashlib.blake2b(digest_size=16)
-    tensor = tensor.reshape(1) if tensor.dim() == 0 else tensor
-    step = max(1, CHUNK_BYTES // max(_row_bytes(tensor), 1))
-    for first in range(start, stop, step):
-        chunk = tensor[first:min(first + step, stop)].detach().cpu().contiguous()
-        digest.update(chunk.reshape(-1).view(torch.uint8).numpy())
-    return digest.digest()
-
-
-def _row_bytes(tensor: Tensor) -> int:
-    return (tensor[0].numel() if tensor.dim() and tensor.size(0) else 1) * tensor.element_size()
 
 
 def check_same_data(saved: dict | None, now: dict, path: Path) -> None:

@@ -1,0 +1,108 @@
+"""`conveyor.LinkNeighborLoader`'s own arguments made into the pipeline's: the links batches are cut
+from (`edge_label_index`, `edge_label`, `input_id`), the negatives (`neg_sampling`,
+`neg_sampling_ratio`) and PyG's keywords it honours or refuses (the node loader's, keywords.py,
+with PyG's LinkLoader's). Each bad argument is one ConveyorError naming the fix, raised before
+anything starts."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from conveyor.core import ConveyorError
+from conveyor.loader.keywords import TAKEN, UNSUPPORTED
+from conveyor.partition import Graph
+from conveyor.samplers.link import NEGATIVE_MODES, Negatives
+
+LINK_TAKEN = {**TAKEN, "input_id": "the ids each batch reports as input_id (default: positions in "
+                                   "edge_label_index), as PyG's LinkLoader"}
+LINK_UNSUPPORTED = {**{k: v for k, v in UNSUPPORTED.items() if k not in ("input_id", "node_sampler")},
+                    "edge_label_time": (None, "temporal sampling is not supported"),
+                    "link_sampler": (None, "pass your own node sampler as sampler= (README: 'Your own sampler "
+                                           "or feature source')")}
+LINK_OWN = ("data, num_neighbors, edge_label_index, edge_label, batch_size, shuffle, drop_last, neg_sampling, "
+            "neg_sampling_ratio, the keywords of PyG's LinkLoader and DataLoader it honours ("
+            + ", ".join(LINK_TAKEN) + "), and its own pipeline, sampler, cache, device, seed, depth")
+# Keys of the user's Data that PyG's link batches set, replace or drop themselves (LinkLoader.filter_fn).
+LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time", "input_id", "src_index", "dst_pos_index",
+             "dst_neg_index", "seed_time")
+
+
+def replaced_keys(negatives: Optional[Negatives]) -> tuple:
+    """The keys of the user's Data a batch does not slice: those PyG's link batches replace or
+    drop (a triplet batch keeps the data's own edge_label)."""
+    triplet = negatives is not None and negatives.mode == "triplet"
+    return tuple(k for k in LINK_KEYS if not (triplet and k == "edge_label"))
+
+
+def label_edges(edge_label_index, data, graph: Graph) -> Tensor:
+    """The [2, P] node pairs batches are cut from: given, or (None) every edge of the data, in the
+    order of its edge_index (PyG's default)."""
+    if edge_label_index is None:
+        given = getattr(data, "edge_index", None)
+        edges = graph.edge_index() if given is None or isinstance(data, Graph) else given
+        return torch.as_tensor(edges).as_subclass(Tensor).long().cpu()
+    if isinstance(edge_label_index, (str, tuple, list)):
+        raise ConveyorError(f"conveyor.LinkNeighborLoader takes edge_label_index as a [2, P] tensor of node ids "
+                            f"(or None: every edge), got {edge_label_index!r}: edge types are for heterogeneous "
+                            f"graphs, which it does not support.")
+    edges = torch.as_tensor(edge_label_index).as_subclass(Tensor)
+    if edges.dim() != 2 or edges.size(0) != 2 or edges.dtype.is_floating_point or edges.dtype == torch.bool:
+        raise ConveyorError(f"edge_label_index must be an integer tensor of shape [2, P] (sources, destinations), "
+                            f"got dtype {edges.dtype} and shape {tuple(edges.shape)}.")
+    edges = edges.long().cpu()
+    if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= graph.num_nodes):
+        raise ConveyorError(f"edge_label_index holds node ids from {int(edges.min())} to {int(edges.max())}, but "
+                            f"the graph's nodes are 0..{graph.num_nodes - 1}.")
+    return edges
+
+
+def negatives_of(neg_sampling, neg_sampling_ratio) -> Optional[Negatives]:
+    """PyG's neg_sampling (None, "binary"/"triplet", a dict, or its NegativeSampling) and its older
+    neg_sampling_ratio (binary negatives, which it overrides when not 0), as conveyor's."""
+    if neg_sampling_ratio is not None and neg_sampling_ratio != 0.0:
+        return Negatives("binary", neg_sampling_ratio)
+    if neg_sampling is None:
+        return None
+    if isinstance(neg_sampling, str):
+        return Negatives(neg_sampling)
+    values = dict(neg_sampling) if isinstance(neg_sampling, dict) else vars(neg_sampling)
+    for weight in ("src_weight", "dst_weight"):
+        if values.get(weight) is not None:
+            raise ConveyorError(f"conveyor.LinkNeighborLoader draws negatives uniformly over the nodes: "
+                                f"neg_sampling's {weight} is not supported. Leave it out, or use "
+                                f"torch_geometric.loader.LinkNeighborLoader for this loop.")
+    if "mode" not in values:
+        raise ConveyorError(f"neg_sampling takes a mode ({' or '.join(NEGATIVE_MODES)}) and an amount, e.g. "
+                            f"dict(mode='binary', amount=1), got {neg_sampling!r}.")
+    return Negatives(str(getattr(values["mode"], "value", values["mode"])), values.get("amount", 1))
+
+
+def link_labels(edge_label, count: int, negatives: Optional[Negatives]) -> Optional[Tensor]:
+    """Each link's label as PyG's LinkLoader takes it: with binary negatives, 0 is the negatives'
+    label, so labels given from 0 are shifted up by one; triplet negatives take no labels."""
+    if edge_label is None:
+        return None
+    label = torch.as_tensor(edge_label).as_subclass(Tensor).cpu()
+    if label.dim() == 0 or label.size(0) != count:
+        raise ConveyorError(f"edge_label must hold one label per link of edge_label_index ({count}), got shape "
+                            f"{tuple(label.shape)}.")
+    if negatives is not None and negatives.mode == "triplet":
+        raise ConveyorError("edge_label must be None with neg_sampling='triplet': the batches say which "
+                            "destinations are positive and which negative (src_index, dst_pos_index, "
+                            "dst_neg_index).")
+    if negatives is not None and label.numel() and label.min() == 0:
+        label = label + 1
+    return label
+
+
+def input_ids(input_id, count: int) -> Optional[Tensor]:
+    """PyG's input_id: the id each link reports (None: its position)."""
+    if input_id is None:
+        return None
+    ids = torch.as_tensor(input_id).as_subclass(Tensor).cpu()
+    if ids.shape != (count,):
+        raise ConveyorError(f"input_id must hold one id per link of edge_label_index ({count}), got shape "
+                            f"{tuple(ids.shape)}.")
+    return ids

@@ -1,0 +1,86 @@
+"""`conveyor.LinkNeighborLoader`: PyG's `LinkNeighborLoader` for homogeneous graphs, backed by
+conveyor's pipeline (docs/design.md §2.8).
+
+Its seeds are positions in `edge_label_index`, the links to score: the pipeline hands each batch
+of them to the sampler stage, where `samplers.link.LinkSampler` (built there, around the node
+sampler) takes the pairs, draws the negatives from its own seeded generator, and samples the
+neighbourhood of every endpoint. The batch's links in local ids travel with it as the
+`SampledBatch`'s extras, through the same processes, cache and slots as the node loader's batches;
+everything a PyG loader does over the pipeline (epochs, `loader(index)`, held batches, nested
+loops) is pyg_loader.py's `PyGLoader`. A batch is PyG's: the user's data sliced to it, n_id,
+e_id, the per-hop counts (directional), input_id, and `edge_label_index` with `edge_label` (binary
+or no negatives) or `src_index`, `dst_pos_index`, `dst_neg_index` (triplet).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from conveyor.loader.inputs import features_of, pipeline_settings, sampler_of
+from conveyor.loader.keywords import check_keywords
+from conveyor.loader.link_inputs import (
+    LINK_OWN,
+    LINK_TAKEN,
+    LINK_UNSUPPORTED,
+    input_ids,
+    label_edges,
+    link_labels,
+    negatives_of,
+    replaced_keys,
+)
+from conveyor.loader.pipeline_loader import LoaderParts
+from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
+from conveyor.loader.to_pyg import sliced_data
+from conveyor.partition.attributes import AttributeSpec
+from conveyor.pipeline.seeds import EpochPlan
+from conveyor.samplers.link import LinkSpec
+
+
+class LinkNeighborLoader(PyGLoader):
+    """As `torch_geometric.loader.LinkNeighborLoader(data, num_neighbors, edge_label_index=None,
+    edge_label=None, batch_size=1, shuffle=False, drop_last=False, neg_sampling=None,
+    neg_sampling_ratio=None, ...)` for homogeneous graphs, with the keywords of PyG it honours
+    (subgraph_type, num_workers, transform, input_id, ...) and conveyor's own, as
+    `conveyor.NeighborLoader`: pipeline, sampler, cache, device, seed (the epochs' order, the
+    neighbours and the negatives), depth.
+
+    Negatives (`neg_sampling="binary"` or `"triplet"`, or dict(mode=..., amount=...);
+    `neg_sampling_ratio=r` is binary with amount r) are drawn uniformly over the nodes in the
+    sampler stage, reproducibly from `seed`. Any other PyG keyword is refused by name unless it is
+    at PyG's default (temporal sampling, disjoint subgraphs, weighted negatives)."""
+    input_name = "edge_label_index"
+
+    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, *, batch_size: int = 1,
+                 shuffle: bool = False, drop_last: bool = False, neg_sampling=None, neg_sampling_ratio=None,
+                 pipeline: Optional[str] = None, sampler="auto", cache="degree", device="auto", seed=None,
+                 depth: Optional[int] = None, **pyg_keywords):
+        taken = check_keywords(pyg_keywords, "LinkNeighborLoader", LINK_TAKEN, LINK_UNSUPPORTED, LINK_OWN)
+        negatives = negatives_of(neg_sampling, neg_sampling_ratio)
+        self.leave_out = replaced_keys(negatives)
+        options, graph, layout, device, seed = loader_inputs("LinkNeighborLoader", data, batch_size, taken, pipeline,
+                                                             depth, sampler, cache, device, seed, self.leave_out)
+        edges = label_edges(edge_label_index, data, graph)
+        labels = link_labels(edge_label, edges.size(1), negatives)
+        self.input_id = input_ids(taken.get("input_id"), edges.size(1))
+        nodes = None if list(num_neighbors) == [] else sampler_of(sampler, num_neighbors, seed, device, options)
+        parts = LoaderParts(LinkSpec(nodes, edges, labels, negatives, seed), features_of(cache, seed, graph), device,
+                            pipeline_settings(options.pipeline, options.depth),
+                            attributes=AttributeSpec.everything(graph))
+        plan = EpochPlan(torch.arange(edges.size(1)), batch_size, seed, bool(shuffle), bool(drop_last))
+        super().__init__(data, graph, layout, parts, plan, options, cache, seed)
+        self.edge_label_index, self.edge_label, self.neg_sampling = edges, labels, negatives
+        self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
+
+    def to_data(self, prepared, positions: Tensor):
+        """PyG's link batch (LinkLoader.filter_fn): the sliced data, input_id, and the links."""
+        data = sliced_data(prepared, self.layout, hop_counts=self.options.subgraph_type == "directional")
+        data.input_id = positions if self.input_id is None else self.input_id[positions]
+        extras = prepared.batch.extras
+        if self.neg_sampling is not None and self.neg_sampling.mode == "triplet":
+            data.src_index, data.dst_pos_index = extras["src_index"], extras["dst_pos_index"]
+            data.dst_neg_index = extras["dst_neg_index"]
+        else:
+            data.edge_label_index, data.edge_label = extras["edge_label_index"], extras.get("edge_label")
+        return data if self.options.transform is None else self.options.transform(data)

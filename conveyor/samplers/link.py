@@ -1,0 +1,144 @@
+"""Link-level batches, as PyG's `LinkNeighborLoader` makes them, from any node sampler, where it
+draws (the sampler's process under the async pipeline, like samplers/subgraph.py).
+
+A link batch's seeds are positions in a list of node pairs, `edge_label_index` ([2, P]: the
+links to score). `LinkSampler.sample(positions)` takes the pairs there, draws the batch's
+negatives (PyG's `NegativeSampling`: `binary` draws `ceil(amount * P)` random (source,
+destination) pairs; `triplet` draws `amount` random destinations per pair), samples the
+neighbourhood of every endpoint (their unique ids, ascending, are the node sampler's seeds, so
+`n_id` starts with them, as PyG's) and returns the batch with the links in its local ids as
+extras (`SampledBatch.extras`): `edge_label_index` and `edge_label` (binary, or no negatives;
+negatives follow the positives and are labelled 0), or `src_index`, `dst_pos_index`,
+`dst_neg_index` (triplet). These are PyG's `edge_sample` for homogeneous graphs, not disjoint.
+
+Negatives are drawn uniformly over the graph's nodes, from the sampler's own generator, which
+`manual_seed` restarts with the run's sampler seed: the same seed draws the same negatives in
+the serial and the async pipeline. As in PyG, a negative may happen to be an edge of the graph.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from conveyor.core import ConveyorError
+from conveyor.partition import Graph
+from conveyor.samplers.batch import SampledBatch
+
+NEGATIVE_MODES = ("binary", "triplet")
+NEGATIVE_STREAM = 0x5DEECE66D  # the negatives' generator: another stream than the node sampler's
+
+
+@dataclass(frozen=True)
+class Negatives:
+    """PyG's `NegativeSampling(mode, amount)`: `binary` draws ceil(amount x positives) random
+    pairs; `triplet` draws `amount` (a whole number) random destinations per positive pair."""
+    mode: str
+    amount: float = 1
+
+    def __post_init__(self):
+        if self.mode not in NEGATIVE_MODES:
+            raise ConveyorError(f"neg_sampling's mode must be binary or triplet, got {self.mode!r}.")
+        amount = self.amount
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
+            raise ConveyorError(f"neg_sampling's amount must be a number above 0 (negatives per positive "
+                                f"link), got {amount!r}.")
+        if self.mode == "triplet" and amount != math.ceil(amount):
+            raise ConveyorError(f"neg_sampling='triplet' draws a whole number of negative destinations "
+                                f"per link: its amount must be an integer, got {amount!r}.")
+
+
+def negative_seed(seed: int) -> int:
+    return (int(seed) * 6364136223846793005 + NEGATIVE_STREAM) % (2**63)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A `LinkSampler` as a recipe, built where the node sampler is (`sampler`: a sampler or its
+    spec; None: zero hops, the endpoints alone)."""
+    sampler: Any
+    edge_label_index: Tensor  # [2, P] int64: the links batches are cut from, by position
+    edge_label: Optional[Tensor] = None  # [P, ...]: each link's label, or None
+    negatives: Optional[Negatives] = None
+    seed: int = 0
+
+    def build(self, graph: Graph, device) -> "LinkSampler":
+        inner = self.sampler
+        if callable(getattr(inner, "build", None)):
+            inner = inner.build(graph, device)
+        return LinkSampler(inner, graph.num_nodes, self.edge_label_index, self.edge_label, self.negatives,
+                           self.seed)
+
+
+class LinkSampler:
+    """Link batches (module doc) drawn with the node sampler `sampler` (None: zero hops)."""
+
+    def __init__(self, sampler, num_nodes: int, edge_label_index: Tensor, edge_label: Optional[Tensor] = None,
+                 negatives: Optional[Negatives] = None, seed: int = 0):
+        self.sampler, self.num_nodes = sampler, int(num_nodes)
+        self.edge_label_index, self.edge_label, self.negatives = edge_label_index.long(), edge_label, negatives
+        self.generator = torch.Generator().manual_seed(negative_seed(seed))
+        inner = "endpoints only" if sampler is None else getattr(sampler, "name", type(sampler).__name__)
+        self.name = f"{inner}, links" + (f" with {negatives.mode} negatives" if negatives else "")
+
+    def manual_seed(self, seed: int) -> None:
+        self.generator.manual_seed(negative_seed(seed))
+        if callable(getattr(self.sampler, "manual_seed", None)):
+            self.sampler.manual_seed(seed)
+
+    def sample(self, positions: Tensor) -> SampledBatch:
+        return self.sample_many([positions])[0]
+
+    def sample_many(self, position_list: List[Tensor]) -> List[SampledBatch]:
+        """The batches of these positions: their negatives drawn in order, then their nodes' in one
+        call of the node sampler (a fused super-batch stays one launch)."""
+        links = [self.links(p) for p in position_list]
+        seeds = [s for s, _ in links]
+        if self.sampler is None:
+            batches = [endpoints_only(s) for s in seeds]
+        elif callable(getattr(self.sampler, "sample_many", None)):
+            batches = self.sampler.sample_many(seeds)
+        else:
+            batches = [self.sampler.sample(s) for s in seeds]
+        return [dataclasses.replace(b, extras={**b.extras, **extras}) for b, (_, extras) in zip(batches, links)]
+
+    def links(self, positions: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """The batch's seed nodes (unique, ascending) and its links in their local ids."""
+        positions = torch.as_tensor(positions).long().cpu()
+        src, dst = self.edge_label_index[:, positions]
+        label = None if self.edge_label is None else self.edge_label[positions]
+        mode = None if self.negatives is None else self.negatives.mode
+        if mode == "binary":
+            src, dst, label = self.with_binary_negatives(src, dst, label)
+        elif mode == "triplet":
+            dst = torch.cat([dst, self.draw(src.numel() * int(self.negatives.amount))])
+        seeds, local = torch.unique(torch.cat([src, dst]), return_inverse=True)
+        if mode == "triplet":
+            count = positions.numel()
+            extras = {"src_index": local[:count], "dst_pos_index": local[count:2 * count],
+                      "dst_neg_index": local[2 * count:].view(count, -1).squeeze(-1)}
+        else:
+            extras = {"edge_label_index": local.view(2, -1), **({} if label is None else {"edge_label": label})}
+        return seeds, extras
+
+    def with_binary_negatives(self, src: Tensor, dst: Tensor, label: Optional[Tensor]):
+        """The positive pairs followed by ceil(amount x P) random ones, labelled 0 (the positives
+        1 when no label was given): PyG's binary negative sampling."""
+        count = math.ceil(src.numel() * self.negatives.amount)
+        src, dst = torch.cat([src, self.draw(count)]), torch.cat([dst, self.draw(count)])
+        label = torch.ones(src.numel() - count) if label is None else label
+        return src, dst, torch.cat([label, label.new_zeros((count, *label.shape[1:]))])
+
+    def draw(self, count: int) -> Tensor:
+        if self.num_nodes == 0:
+            raise ConveyorError("negative sampling draws random nodes, but the graph has none.")
+        return torch.randint(self.num_nodes, (count,), generator=self.generator)
+
+
+def endpoints_only(seeds: Tensor) -> SampledBatch:
+    """A batch of zero hops: the seeds alone (PyG's num_neighbors=[])."""
+    return SampledBatch(seeds, torch.tensor([seeds.numel()]), [], [])
