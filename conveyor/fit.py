@@ -51,9 +51,8 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
     model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or a module
         instance: a stock PyG model (any `BasicGNN`: GraphSAGE, GCN, GAT, GIN; run hop by hop),
         any module with `forward(x, edge_index)` (run on each batch's subgraph), or one with
-        conveyor's `forward(x, layers)` (docs/design.md §5). On a HeteroData: PyG's
-        `to_hetero(GraphSAGE(...), data.metadata())` (run layer by layer), or any module with
-        `forward(x_dict, edge_index_dict)`. `result.model` is that instance.
+        conveyor's `forward(x, layers)` (docs/design.md §5); on a HeteroData a `to_hetero(...)`'d model
+        (run layer by layer) or `forward(x_dict, edge_index_dict)`. `result.model` is that instance.
     loss: `loss(out, y) -> scalar tensor` over the seeds; default cross-entropy on class ids,
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
@@ -79,10 +78,7 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
         check_model_shapes(given, graph, settings.sampler.fanouts)
     check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
-    wrapped = None
-    if given is not None:  # a typed graph's model: to_hetero's or one of forward(x_dict, edge_index_dict)
-        wrapped = (wrap_typed(given, graph, settings.model.hidden) if is_typed(graph)
-                   else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True)))
+    wrapped = None if given is None else wrap_given(given, graph, settings)
     result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
@@ -93,6 +89,14 @@ def check_task(task, loss) -> None:
     if task == "link" and loss is not None:
         raise ConveyorError("fit(task='link') trains with binary cross-entropy on the links' scores; "
                             "loss= is for node classification: leave it out.")
+
+
+def wrap_given(given: torch.nn.Module, graph, settings) -> torch.nn.Module:
+    """The user's module with the trainer's contract: a typed graph's (to_hetero's, or one of
+    forward(x_dict, edge_index_dict): trainer/models/hetero.py), or any other (models/adapter.py)."""
+    if is_typed(graph):
+        return wrap_typed(given, graph, settings.model.hidden)
+    return wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True))
 
 
 def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict):
