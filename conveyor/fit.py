@@ -71,7 +71,7 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
     check_task(task, loss)
     graph = checked_graph(graph) if task == "node" else checked_link_graph(graph)
     settings = fit_settings(model if isinstance(model, str) else None, [f"task={task}", *overrides], keywords)
-    if settings.pipeline.name == "async":
+    if settings.pipeline.choose(graph)[0] == "async":
         check_main_guard("conveyor.fit()", ())  # its stages get conveyor's specs: no script is run again
     given = model if isinstance(model, torch.nn.Module) else None
     if given is not None and task == "node":

@@ -259,3 +259,27 @@ def test_cuda_gather_and_auto_fit(dtype):
     assert torch.equal(cache.gather(n_id).cpu(), graph.x[n_id]) and cache.last_batch_stats()["misses"] == 0
     with pytest.raises(ConveyorError, match="outside"):
         cache.gather(torch.tensor([graph.num_nodes], device="cuda"))
+
+
+@pytest.mark.parametrize("capacity", [0, 0.5, 1.0, "auto"])
+def test_on_the_host_the_cache_reads_the_graphs_features_in_place(capacity):
+    """No private copy on CPU: the rows come from graph.x itself, whatever the capacity; the hits
+    are still the ranked rows a device cache would hold."""
+    graph = hand_graph()
+    cache = build_cache("degree", graph, capacity=capacity)
+    assert cache.features.data_ptr() == graph.x.data_ptr() and cache.shares_features
+    assert cache.copied_bytes == 0 and cache.rows.untyped_storage().nbytes() == 0
+    out = cache.gather(torch.tensor([3, 0, 2, 5]))
+    assert torch.equal(out, graph.x[[3, 0, 2, 5]])
+    cached = set(cached_ids(cache).tolist())
+    assert cache.last_batch_stats()["hits"] == len(cached & {3, 0, 2, 5})
+    assert cache.stats()["copied_bytes"] == 0
+    with pytest.raises(ConveyorError, match="outside 0..5"):
+        cache.gather(torch.tensor([1, 6]))
+
+
+def test_a_cache_in_another_dtype_holds_its_own_converted_features():
+    graph = hand_graph()
+    cache = build_cache("degree", graph, capacity=0.5, dtype="bfloat16")
+    assert cache.features.data_ptr() != graph.x.data_ptr() and cache.copied_bytes == 0
+    assert torch.equal(cache.gather(torch.tensor([4, 1])), graph.x[[4, 1]].bfloat16())

@@ -159,6 +159,8 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"fanouts": [2]}, "the keyword 'fanouts', which neither it nor PyG's NeighborLoader takes"),
     ({"num_neighbors": {("a", "to", "b"): [2]}}, "a dict per edge type is for heterogeneous graphs"),
     ({"input_nodes": ("paper", None)}, "node types are for heterogeneous graphs"),
+    ({"input_nodes": torch.tensor([1, 1]), "subgraph_type": "bidirectional"},
+     "takes with subgraph_type='directional' only"),  # repeats are PyG's in directional subgraphs (#39)
     ({"input_nodes": torch.tensor([1.0, 2.0])}, "integer node ids"),  # repeated ids are taken, as PyG
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),

@@ -56,7 +56,7 @@ def assert_nothing_left(pids, shared):
 def new_loader(**keywords):
     graph = feature_graph()
     return NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, input_nodes=graph.train_idx, shuffle=True,
-                          **keywords)
+                          pipeline="async", **keywords)
 
 
 def test_close_stops_the_processes():
@@ -83,7 +83,7 @@ def test_garbage_collection_stops_the_processes():
 
 def test_a_failing_stage_raises_in_the_loop_with_its_traceback():
     graph = feature_graph()
-    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, sampler=FailingSampler())
+    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, sampler=FailingSampler(), pipeline="async")
     seen = 0
     with pytest.raises(PipelineError, match="the user's sampler broke on its third batch") as error:
         for _ in loader:
@@ -109,7 +109,7 @@ LOOP = """
 
     def main(forever):
         graph = feature_graph()
-        loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, shuffle=True)
+        loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, shuffle=True, pipeline="async")
         next(iter(loader))
         pids = [p.pid for p in loader.source.processes.values()]
         print(json.dumps({"pids": pids, "shm": sorted(shm_names([os.getpid(), *pids]))}), flush=True)
@@ -157,7 +157,7 @@ def test_an_unguarded_script_runs_as_written(tmp_path, how):
     from tests.helpers import feature_graph
 
     print("script runs", flush=True)
-    loader = NeighborLoader(feature_graph(), num_neighbors=[3, 3], batch_size=16)
+    loader = NeighborLoader(feature_graph(), num_neighbors=[3, 3], batch_size=16, pipeline="async")
     print("batches", sum(1 for batch in loader))
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -183,7 +183,7 @@ def test_a_scripts_own_class_needs_the_main_guard_named_with_the_fix(tmp_path):
         pass
 
     graph = feature_graph()
-    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, cache=MyFeatures(graph.x))
+    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, cache=MyFeatures(graph.x), pipeline="async")
     for batch in loader:
         pass
     """)

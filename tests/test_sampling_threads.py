@@ -1,6 +1,7 @@
 """The sampling stage sets its own torch CPU thread count (pipeline.sampler_threads): in the
 sampler process under async, around each `sample` call under serial (the trainer's threads
-restored for its step), stated in the start-up line; auto takes no more than the idle cores."""
+restored for its step), stated in the start-up line; auto takes no more than the idle cores. A
+sampler built outside the pipeline chooses the same way (core/cores.py)."""
 import logging
 import os
 import subprocess
@@ -9,10 +10,12 @@ import sys
 import pytest
 import torch
 
+from conveyor.core import ConveyorError
+from conveyor.core.cores import idle_cores, recent_idle_cores, usable_cores
 from conveyor.pipeline import PipelineSettings, batch_source
-from conveyor.pipeline.cores import idle_cores, usable_cores
 from conveyor.pipeline.seeds import epoch_seed_batches
-from conveyor.samplers import SampledBatch
+from conveyor.samplers import SampledBatch, SamplerSpec, build_sampler
+from conveyor.samplers.bsp import BSPSampler
 from tests.helpers import DoubledFeatures, feature_graph
 
 
@@ -78,3 +81,40 @@ def test_a_core_another_process_spins_on_is_not_idle():
     finally:
         spin.kill()
         spin.wait()
+
+
+class ThreadsSeen(BSPSampler):
+    """bsp recording the torch threads each draw ran with (its own sample() around them)."""
+
+    def _sample(self, seeds):
+        self.seen.append(torch.get_num_threads())
+        return super()._sample(seeds)
+
+
+def test_a_sampler_a_user_builds_picks_its_own_threads_and_gives_the_callers_back(two_trainer_threads):
+    graph = feature_graph()
+    sampler = build_sampler("bsp", graph, [3, 2])
+    cores = usable_cores()
+    # auto: the fewest of torch's threads (2 here), the usable cores and those idle (the same
+    # measurement, reused for a few seconds: core/cores.py)
+    assert sampler.threads == max(1, min(2, len(cores), recent_idle_cores(cores)))
+    mine = ThreadsSeen(graph, [3, 2], threads=1)
+    mine.seen = []
+    mine.sample(torch.arange(8))
+    mine.sample_many([torch.arange(4), torch.arange(4, 8)])
+    assert mine.seen == [1, 1, 1] and torch.get_num_threads() == 2
+    assert build_sampler("bsp", graph, [3, 2], threads=2).threads == 2
+    with pytest.raises(ConveyorError, match="threads must be 'auto' or an integer >= 1"):
+        build_sampler("bsp", graph, [3, 2], threads=0)
+
+
+@pytest.mark.parametrize("given", ["spec", "object"])
+def test_the_pipeline_gives_a_sampler_its_own_thread_count(given, two_trainer_threads):
+    graph = feature_graph()
+    sampler = SamplerSpec("bsp", [3, 2]) if given == "spec" else BSPSampler(graph, [3, 2], threads=2)
+    seeds = epoch_seed_batches(graph.train_idx, 16, run_seed=0, epoch=1)[:2]
+    settings = PipelineSettings(name="serial", sampler_threads=1)
+    with batch_source(graph, sampler, DoubledFeatures(graph.x), "cpu", settings) as source:
+        assert [p.batch.num_nodes_per_hop[0].item() for p in source.run(seeds, 0)] == [16, 16]
+        assert source.samplers.run_sampler.threads == 1
+        assert source.samplers.for_phase("layerwise").threads == 1

@@ -12,7 +12,10 @@ capacity: a fraction of the nodes in [0, 1]; a byte size of cached feature rows 
 "2GiB"); or "auto" (the default): fill `total - peak - reserve - prefetch` of the device, where
 peak is the memory in use at the training's peak, the slot map (4 bytes a node) included. On
 CUDA an auto cache starts empty, because the peak is only known after training has run; on CPU
-(where the "device" is host memory) build_cache fits it at once to the available memory.
+(where the "device" is host memory) build_cache fits it at once to the available memory. The
+cache copies rows only where the device differs from the features': on CPU it reads graph.x where
+it lies (no private copy; the graph's own tensor, shared with the stage processes), and its
+ranking and slot map only count the rows a device cache of that capacity would hold (`hits`).
 
 What the batch sources do, in the process that owns the cache (the feature-loading stage), with
 the run's `CacheSettings` (cache/settings.py: `cache.*`, its defaults and meanings):

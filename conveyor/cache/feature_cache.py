@@ -4,6 +4,12 @@ Layout: `rows` holds the cached nodes' features, one row per slot, on the device
 int32 map node id -> slot (-1: not cached) on the device, 4 bytes a node, so a lookup is one index
 operation instead of a hash probe. `features` is the full feature matrix in host memory.
 
+Where the device is the host (CPU), a copy of some rows would sit beside the rows it copies, in
+the same memory: there the cache copies nothing (`rows` stays empty, `copied_bytes` 0) and every
+gather reads the shared features directly, in one `index_select` (the graph's own tensor: memory-
+mapped or in shared memory under the async pipeline). The ranking, the slot map and the counters
+stay as on a GPU: `hits` are the rows a device cache of this capacity would have served.
+
 gather(n_id, out=None): look every id up in `slot`; one gather from `rows` on the device fills
 the output in n_id order (a miss gets slot 0's row as a placeholder); the misses are gathered
 from host memory into a reused staging buffer (pinned on CUDA), copied in one transfer and
@@ -37,11 +43,11 @@ class FeatureCache:
         self.reserve = reserve
         self.prefetch = prefetch
         self.fit_info: dict = {}
+        self._capacity = 0
         self.rows = torch.empty(0, self.feature_dim, dtype=self.dtype, device=device)
         self.slot: Optional[Tensor] = None  # allocated only when something is cached
         self._staging: Optional[Tensor] = None
-        self._last: dict = {}
-        self.reset_stats()
+        self.counters = GatherCounters()
 
     # -- shape ----------------------------------------------------------------------------------
     @property
@@ -62,11 +68,22 @@ class FeatureCache:
 
     @property
     def capacity_nodes(self) -> int:
-        return self.rows.size(0)
+        return self._capacity
 
     @property
     def cached_bytes(self) -> int:
+        """The bytes of the rows the cache serves as hits (copied or, on the host, shared)."""
         return self.capacity_nodes * self.row_bytes
+
+    @property
+    def copied_bytes(self) -> int:
+        """The bytes of the cache's own copy of those rows: 0 where it reads the shared features."""
+        return self.rows.numel() * self.rows.element_size()
+
+    @property
+    def shares_features(self) -> bool:
+        """Whether the device is where the features are (the host): then nothing is copied."""
+        return self.device == self.features.device
 
     @property
     def map_bytes(self) -> int:
@@ -83,12 +100,15 @@ class FeatureCache:
         if k == self.capacity_nodes:
             return k
         # Free the old cache before allocating the new one: the device may not hold both.
-        self.rows, self.slot = self.rows.new_empty(0, self.feature_dim), None  # not a view
+        self.rows, self.slot, self._capacity = self.rows.new_empty(0, self.feature_dim), None, 0  # not a view
         if k == 0:
             return 0
         keep = self.ranking[:k]
         self.slot = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
         self.slot[keep.to(self.device)] = torch.arange(k, dtype=torch.int32, device=self.device)
+        self._capacity = k
+        if self.shares_features:  # the rows are already in this memory: read them where they are
+            return k
         rows = torch.empty(k, self.feature_dim, dtype=self.dtype, device=self.device)
         step = max(1, FILL_CHUNK_BYTES // max(self.row_bytes, 1))
         for start in range(0, k, step):
@@ -107,7 +127,7 @@ class FeatureCache:
         if prefetch is not None:
             self.prefetch = int(prefetch)
         budget, self.fit_info = cache_budget(self.device, self.reserve, self.prefetch, peak_bytes,
-                                             held=self.cached_bytes + self.map_bytes,
+                                             held=self.copied_bytes + self.map_bytes,
                                              batch_room=int(batch_room))
         map_cost = self.num_nodes * 4  # the int32 slot map comes out of the same budget
         k = (budget - map_cost) // max(self.row_bytes, 1) if budget > map_cost else 0
@@ -120,12 +140,14 @@ class FeatureCache:
         """features[n_id] on the device, in the cache's dtype, whatever is cached; written into
         `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given."""
         start = time.perf_counter()
-        ids = self._check_n_id(n_id)
+        ids = checked_ids(n_id, self.device)
         n, hits = ids.numel(), 0
         if out is not None and (out.shape != (n, self.feature_dim) or out.dtype != self.dtype
                                 or out.device != self.rows.device or not out.is_contiguous()):
             raise ValueError(f"gather: out must be a contiguous {(n, self.feature_dim)} {self.dtype} "
                              f"tensor on {self.rows.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
+        if self.shares_features:
+            return self._gather_shared(ids, out, start)
         if self.slot is not None and n:
             valid = (ids >= 0) & (ids < self.num_nodes)  # invalid ids become misses, which are
             slots = self.slot[ids.clamp(0, self.num_nodes - 1)].masked_fill_(~valid, -1)  # checked
@@ -142,16 +164,17 @@ class FeatureCache:
                 out.index_copy_(0, miss_pos, rows.to(self.device, non_blocking=True))
         if self.on_cuda:
             torch.cuda.current_stream(self.device).synchronize()
-        self._record(hits, n - hits, time.perf_counter() - start)
+        self.counters.record(hits, n - hits, time.perf_counter() - start, self.row_bytes)
         return out
 
-    def _check_n_id(self, n_id) -> Tensor:
-        n_id = torch.as_tensor(n_id)
-        if n_id.dim() != 1 or n_id.dtype.is_floating_point or n_id.dtype.is_complex \
-                or n_id.dtype == torch.bool:
-            raise ConveyorError(f"n_id must be a 1-D tensor of integer node ids, got shape "
-                                f"{tuple(n_id.shape)} and dtype {n_id.dtype}.")
-        return n_id.to(self.device, torch.long)
+    def _gather_shared(self, ids: Tensor, out: Optional[Tensor], start: float) -> Tensor:
+        """On the host: every row read from the shared features; the hits counted by the slot map."""
+        ids = self._host_ids(ids)
+        out = torch.index_select(self.features, 0, ids, out=out)
+        hits = 0 if self.slot is None or not ids.numel() else int(
+            torch.count_nonzero(self.slot.index_select(0, ids) >= 0))
+        self.counters.record(hits, ids.numel() - hits, time.perf_counter() - start, self.row_bytes)
+        return out
 
     def _host_ids(self, ids: Tensor) -> Tensor:
         ids = ids.cpu()
@@ -184,37 +207,58 @@ class FeatureCache:
         return self._staging[:k]
 
     # -- statistics -----------------------------------------------------------------------------
-    def _record(self, hits: int, misses: int, seconds: float) -> None:
-        self._last = {"hits": hits, "misses": misses, "hit_ratio": _ratio(hits, misses),
-                      "bytes_from_host": misses * self.row_bytes,
-                      "bytes_from_cache": hits * self.row_bytes, "gather_time_s": seconds}
-        for key in ("hits", "misses", "bytes_from_host", "bytes_from_cache", "gather_time_s"):
-            self._total[key] += self._last[key]
-        self._total["batches"] += 1
-
     def reset_stats(self) -> None:
         """Start a new epoch's counters."""
-        self._total = {"hits": 0, "misses": 0, "bytes_from_host": 0, "bytes_from_cache": 0,
-                       "gather_time_s": 0.0, "batches": 0}
+        self.counters.reset()
 
     def stats(self) -> dict:
         """Counters since the last reset_stats(), plus the cache's size (all numbers)."""
-        total = dict(self._total)
-        total["hit_ratio"] = _ratio(total["hits"], total["misses"])
-        total.update(capacity_nodes=self.capacity_nodes, cached_bytes=self.cached_bytes,
-                     map_bytes=self.map_bytes,
-                     capacity_fraction=self.capacity_nodes / max(self.num_nodes, 1))
-        return total
+        return {**self.counters.totals(), "capacity_nodes": self.capacity_nodes, "cached_bytes": self.cached_bytes,
+                "copied_bytes": self.copied_bytes, "map_bytes": self.map_bytes,
+                "capacity_fraction": self.capacity_nodes / max(self.num_nodes, 1)}
 
     def last_batch_stats(self) -> dict:
         """hits, misses, hit_ratio, bytes_from_host, bytes_from_cache, gather_time_s of the last
         gather (empty before the first)."""
-        return dict(self._last)
+        return dict(self.counters.last)
 
     def __repr__(self) -> str:
         return (f"FeatureCache({self.policy}: {self.capacity_nodes:,}/{self.num_nodes:,} nodes, "
                 f"{self.cached_bytes / 2**20:.1f} MiB of {self.dtype} on {self.device}"
+                f"{', read in place' if self.shares_features and self.capacity_nodes else ''}"
                 f"{', auto' if self.auto else ''})")
+
+
+def checked_ids(n_id, device: torch.device) -> Tensor:
+    """`n_id` as int64 node ids on `device`, or the error naming what it is instead."""
+    n_id = torch.as_tensor(n_id)
+    if n_id.dim() != 1 or n_id.dtype.is_floating_point or n_id.dtype.is_complex or n_id.dtype == torch.bool:
+        raise ConveyorError(f"n_id must be a 1-D tensor of integer node ids, got shape "
+                            f"{tuple(n_id.shape)} and dtype {n_id.dtype}.")
+    return n_id.to(device, torch.long)
+
+
+class GatherCounters:
+    """What the gathers served since the last reset (`totals`) and in the last one (`last`)."""
+
+    def __init__(self):
+        self.last: dict = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self._total = {"hits": 0, "misses": 0, "bytes_from_host": 0, "bytes_from_cache": 0,
+                       "gather_time_s": 0.0, "batches": 0}
+
+    def record(self, hits: int, misses: int, seconds: float, row_bytes: int) -> None:
+        self.last = {"hits": hits, "misses": misses, "hit_ratio": _ratio(hits, misses),
+                     "bytes_from_host": misses * row_bytes, "bytes_from_cache": hits * row_bytes,
+                     "gather_time_s": seconds}
+        for key in ("hits", "misses", "bytes_from_host", "bytes_from_cache", "gather_time_s"):
+            self._total[key] += self.last[key]
+        self._total["batches"] += 1
+
+    def totals(self) -> dict:
+        return {**self._total, "hit_ratio": _ratio(self._total["hits"], self._total["misses"])}
 
 
 def _ratio(hits: int, misses: int) -> float:

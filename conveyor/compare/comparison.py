@@ -66,7 +66,7 @@ def compare(settings: TrainingSettings, options: CompareSettings) -> dict:
     result.update({"task": settings.task.name, "data": settings.data.name, "model": _model_label(settings.model),
                    "fanouts": list(settings.sampler.fanouts), "batch_size": settings.trainer.batch_size,
                    "epochs": settings.trainer.epochs, "seeds": seeds, "device": str(device),
-                   "setup": {"conveyor": conveyor_setup(settings, model, device, runs["conveyor"]),
+                   "setup": {"conveyor": conveyor_setup(settings, model, device, runs["conveyor"], graph),
                              "pyg": runs["pyg"][0]["final"]["setup"]}})
     write_outputs(result, runs, out_dir)
     return result
@@ -117,13 +117,15 @@ def _check(settings: TrainingSettings, options: CompareSettings) -> float | None
     return None if target is None else float(target)
 
 
-def conveyor_setup(settings: TrainingSettings, model, device, runs: list) -> dict:
-    """How conveyor ran: model, pipeline processes, sampler, cache (and the hit ratio it reached)."""
+def conveyor_setup(settings: TrainingSettings, model, device, runs: list, graph) -> dict:
+    """How conveyor ran: model, pipeline processes (auto's choice for `graph`), sampler, cache (and
+    the hit ratio it reached)."""
     pipeline, cache = settings.pipeline, settings.cache
-    asynchronous = pipeline.name == "async"
+    name, why = pipeline.choose(graph)
+    asynchronous = name == "async"
     hit_ratios = [r["cache_hit_ratio"] for r in runs if r.get("cache_hit_ratio") is not None]
     return {"model": _model_name(model), "parameters": sum(p.numel() for p in model.parameters()),
-            "pipeline": pipeline.name,
+            "pipeline": name if pipeline.name != "auto" else f"{name} ({why})",
             "processes": ("sampler, loader and trainer processes" if asynchronous
                           else "sampling and gathering in the training process"),
             "stage_threads": pipeline.stage_threads if asynchronous else None,

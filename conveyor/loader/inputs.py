@@ -38,7 +38,8 @@ class Options:
 
 
 def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
-    """conveyor's pipeline and depth (given, or from PyG's num_workers and prefetch_factor), and the
+    """conveyor's pipeline and depth (given, or from PyG's num_workers and prefetch_factor; auto when
+    neither pipeline nor num_workers is given), and the
     rest of PyG's keywords it honours, checked."""
     workers = taken.get("num_workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
@@ -56,7 +57,8 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
     weight_attr = taken.get("weight_attr")
     if weight_attr is not None and not isinstance(weight_attr, str):
         raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
-    return Options(pipeline or ("serial" if workers == 0 else "async"), depth or prefetch or DEFAULT_DEPTH, kind,
+    by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
+    return Options(pipeline or by_workers or "auto", depth or prefetch or DEFAULT_DEPTH, kind,
                    weight_attr, transform)
 
 

@@ -21,7 +21,7 @@ TAKEN = {
     "directed": "False is PyG's old spelling of subgraph_type='induced'",
     "weight_attr": "neighbours drawn with probability proportional to that edge attribute",
     "num_workers": "0 samples in this process (pipeline='serial'); more runs the sampler and the feature "
-                   "loader in their own processes (pipeline='async')",
+                   "loader in their own processes (pipeline='async'); neither it nor pipeline= given: auto",
     "persistent_workers": "conveyor's stage processes always live as long as the loader",
     "filter_per_worker": "batches are always assembled in conveyor's loader process (async) or in this one",
     "pin_memory": "batches arrive on device= already (on CUDA through pinned staging buffers)",

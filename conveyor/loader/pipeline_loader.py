@@ -5,7 +5,6 @@ base of `conveyor.NeighborLoader`, which turns each batch into PyG's `Data`.
 """
 from __future__ import annotations
 
-import gc
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator, List
@@ -18,7 +17,9 @@ from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec, AttributeStore
 from conveyor.pipeline import PipelineSettings, PreparedBatch, batch_source
+from conveyor.pipeline.forkserver import start_early
 from conveyor.pipeline.seeds import SeedPlan
+from conveyor.pipeline.shutdown import collect_if_left
 from conveyor.samplers import Sampler, SamplerRecipe
 
 
@@ -45,6 +46,8 @@ class PipelineLoader:
         self.graph, self.parts, self.plan, self.device = graph, parts, plan, parts.device
         self._state = {"source": None, "closed": False}  # shared with the finalizer, which must not hold self
         self._finalizer = weakref.finalize(self, _close, self._state)
+        if self.asynchronous:
+            start_early()  # the stage processes' fork server imports while this process goes on
 
     @property
     def source(self):
@@ -57,6 +60,11 @@ class PipelineLoader:
             self._state["source"] = batch_source(self.graph, p.sampler, p.features, p.device, p.settings,
                                                  p.batch_ratio, p.recorder, p.attributes, batch_size=largest or None)
         return self._state["source"]
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the pipeline runs in stage processes (async, or auto's choice for this graph)."""
+        return self.parts.settings.choose(self.graph)[0] == "async"
 
     def start(self) -> PipelineLoader:
         """Start the pipeline now, so that its start-up is no epoch's time."""
@@ -94,5 +102,6 @@ def _close(state: dict) -> None:
     source, state["source"] = state["source"], None
     if source is not None:
         source.close()
+        names = list(getattr(source, "semaphores", ()))
         del source
-        gc.collect()  # the queues' named semaphores go once their last reference does: some sit in cycles
+        collect_if_left(names)  # the queues' named semaphores go with their last reference

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
-from conveyor.loader.inputs import Options, attributes_of, features_of, options_of, seed_of
+from conveyor.loader.inputs import Options, attributes_of, features_of, options_of, pipeline_settings, seed_of
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.loader.pyg_input import BatchLayout, graph_and_layout
 from conveyor.partition import Graph
@@ -74,7 +74,7 @@ class PyGLoader(PipelineLoader):
         self.epochs_iterated += 1
         epoch = self.epochs_iterated
         positions = self.plan.positions(epoch)
-        if self._busy and self.parts.settings.name == "async":
+        if self._busy and self.asynchronous:
             batches = self.side_source().run(self.seed_batches(epoch), self.plan.sampler_seed(epoch))
             return self.batches(positions, batches, keep_views=True)
         return self.pipeline_epoch(positions, self.epoch(epoch))
@@ -82,7 +82,7 @@ class PyGLoader(PipelineLoader):
     def pipeline_epoch(self, positions: List[Tensor], prepared) -> Iterator:
         self._busy = True
         try:
-            yield from self.batches(positions, prepared, keep_views=self.parts.settings.name != "async")
+            yield from self.batches(positions, prepared, keep_views=not self.asynchronous)
         finally:
             self._busy = False
 
@@ -105,7 +105,7 @@ class PyGLoader(PipelineLoader):
         if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= count):
             raise ConveyorError(f"loader(index) takes positions in {self.input_name} (0..{count - 1}), "
                                 f"got {index!r}.")
-        source = self.side_source() if self.parts.settings.name == "async" else self.source
+        source = self.side_source() if self.asynchronous else self.source
         seeds = self.seed_batch(self.plan.nodes[positions])
         batch = next(iter(source.run([seeds], stream_seed(self.seed, 0, STREAM_SAMPLER))))
         return self.to_data(batch, positions)
@@ -137,11 +137,11 @@ def loader_inputs(name: str, data, batch_size, taken: dict, pipeline, depth, sam
     `taken` honours (and the `__main__` guard the async pipeline needs), the batch size, the
     graph and batch layout of `data`, the device and the seed."""
     options = options_of(taken, pipeline, depth)
-    if options.pipeline == "async":
-        check_main_guard(f"conveyor.{name}(pipeline='async')", (sampler, cache))
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConveyorError(f"conveyor.{name}'s batch_size must be a positive integer, got {batch_size!r}.")
     graph, layout = read_data(data, options, leave_out, typed)
+    if pipeline_settings(options.pipeline, options.depth).choose(graph)[0] == "async":  # auto's choice too
+        check_main_guard(f"conveyor.{name}(pipeline='async')", (sampler, cache))
     return options, graph, layout, resolve_device(device, "device"), seed_of(seed)
 
 

@@ -60,7 +60,8 @@ log = logging.getLogger("conveyor")
 def batch_source(graph: Graph, sampler, features, device, settings: PipelineSettings, batch_ratio: float = 1.0,
                  recorder=None, attributes=None, batch_size=None):
     """The batch source `settings.name` names: `SerialBatches` (in this process) or `AsyncBatches`
-    (sampler and loader processes). `features`: a feature source, its spec, or None (batches
+    (sampler and loader processes); auto picks one for `graph` (PipelineSettings.choose) and the
+    start-up line says which and why. `features`: a feature source, its spec, or None (batches
     without x); `batch_ratio`: the largest batch `run()` will be given over the training batch, in
     seeds (room an auto cache leaves free); `recorder`: where the async pipeline's TensorBoard
     scalars go (`scalar(tag, value, step)`), or None; `attributes`: the graph's other attributes
@@ -69,6 +70,9 @@ def batch_source(graph: Graph, sampler, features, device, settings: PipelineSett
     take (in /dev/shm and in memory) is checked before its processes start, else before the first
     run (pipeline/room.py)."""
     check_parts(sampler, features, attributes)
+    name, why = settings.choose(graph)
+    log.info("pipeline: %s (%s)", name, why)
+    settings = settings.resolved(graph)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
     log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)

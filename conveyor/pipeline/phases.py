@@ -11,6 +11,8 @@ layer's output, which only the trainer has, so its batches come without features
 """
 from __future__ import annotations
 
+import dataclasses
+
 from conveyor.pipeline.batch import built
 from conveyor.samplers import build_sampler
 
@@ -34,15 +36,31 @@ def series(phase: str) -> str:
 
 
 class PhaseSamplers:
-    """The run's sampler, and the layer-wise phases' every-neighbour sampler on the same device."""
+    """The run's sampler, and the layer-wise phases' every-neighbour sampler on the same device;
+    both sample with the pipeline's `threads` (None: their own choice)."""
 
-    def __init__(self, sampler, graph, device):
-        self.run_sampler = built(sampler, graph, device)
-        self.graph, self.device, self.every = graph, device, None
+    def __init__(self, sampler, graph, device, threads: int | None = None):
+        self.run_sampler = with_threads(built(with_threads(sampler, threads), graph, device), threads)
+        self.graph, self.device, self.every, self.threads = graph, device, None, threads
 
     def for_phase(self, phase: str):
         if not phase.startswith("layerwise"):
             return self.run_sampler
         if self.every is None:
-            self.every = build_sampler("bsp", self.graph, EVERY_NEIGHBOUR, device=self.device)
+            self.every = build_sampler("bsp", self.graph, EVERY_NEIGHBOUR, device=self.device,
+                                       threads=self.threads or "auto")
         return self.every
+
+
+def with_threads(sampler, threads: int | None):
+    """`sampler` set to sample with `threads` torch threads, the pipeline's choice, where it makes
+    its own (a `threads` field of a recipe such as SamplerSpec, or a sampler's int `threads`, as
+    conveyor's samplers have): the same recipe with that field, or the sampler itself, changed."""
+    if threads is None:
+        return sampler
+    if dataclasses.is_dataclass(sampler) and hasattr(sampler, "build") and "threads" in {
+            f.name for f in dataclasses.fields(sampler)}:
+        return dataclasses.replace(sampler, threads=threads)
+    if type(getattr(sampler, "threads", None)) is int:
+        sampler.threads = threads
+    return sampler

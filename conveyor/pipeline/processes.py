@@ -16,15 +16,15 @@ import time
 from typing import Dict
 
 import torch
-import torch.multiprocessing as mp
 
 from conveyor.pipeline import generators  # noqa: F401  (registers how a torch.Generator travels to a stage)
 from conveyor.pipeline.control import Control
+from conveyor.pipeline.forkserver import stage_context
 from conveyor.pipeline.guard import hiding_main, needs_main
 from conveyor.pipeline.mps import PERCENT_ENV
 from conveyor.pipeline.settings import STAGES, PipelineSettings
 from conveyor.pipeline.sharing import GraphHandle
-from conveyor.pipeline.shutdown import in_main_thread, semaphores_named_after_this_process, spawning, stop_processes
+from conveyor.pipeline.shutdown import semaphores_named_after_this_process, stop_processes
 from conveyor.pipeline.slots import ReleaseEvents
 from conveyor.pipeline.stages import StageSpec, stage_main
 
@@ -39,11 +39,11 @@ class StageProcesses:
 
     def __init__(self, graph: GraphHandle, device: torch.device, settings: PipelineSettings, work: dict,
                  percentages: Dict[str, int]):
-        ctx = mp.get_context("spawn")  # CUDA cannot be used in a forked child
+        ctx = stage_context()  # forks of a server that imported torch once and never touched CUDA
         self.device, self.settings = device, settings
         self.control = Control()
         self.control["limit_sampled"] = self.control["limit_ready"] = settings.depth
-        with semaphores_named_after_this_process():  # a killed run's are then swept by name
+        with semaphores_named_after_this_process() as self.semaphores:  # a killed run's are swept by name
             self.jobs, self.sampled, self.ready = ctx.Queue(), ctx.Queue(), ctx.Queue()
             self.free = {"sampled": ctx.Queue(), "ready": ctx.Queue()}
             self.sampler_buffers = ctx.Queue()  # the sampler's grown buffers, (slot, {name: buffer})
@@ -54,6 +54,7 @@ class StageProcesses:
                 self.free[q].put(slot)
         self.release_events = {q: ReleaseEvents(device, count) for q, count in counts.items()}
         self.started = time.perf_counter()
+        self.environments: Dict[str, Dict[str, str]] = {}  # handed to each stage, which sets it first
         self.processes = {name: self._spawn(ctx, name, graph, work[name], percentages) for name in STAGES}
         shares = (", SM shares " + ", ".join(f"{s} {p}%" for s, p in percentages.items()) if percentages else "")
         log.debug("pipeline: sampler (pid %d) and loader (pid %d) processes started; up to %d batches ahead per "
@@ -65,13 +66,14 @@ class StageProcesses:
                  "loader": (self.sampled, self.ready, self.free["ready"], self.free["sampled"], None)}
         inbox, outbox, free_slots, inbox_free, grown_out = links[name]
         out_queue = "sampled" if name == "sampler" else "ready"
-        spec = StageSpec(name, os.getpid(), self.control, self.events, inbox, outbox, free_slots, inbox_free,
+        share = {PERCENT_ENV: str(percentages[name])} if name in percentages else {}
+        self.environments[name] = {**os.environ, **share}  # a fork of the server has the server's otherwise
+        spec = StageSpec(name, self.control, self.events, inbox, outbox, free_slots, inbox_free,
                          grown_out, self.release_events[out_queue].handles(), graph, str(self.device),
-                         self.threads(name), work, die_with_parent=in_main_thread())
-        env = {PERCENT_ENV: str(percentages[name])} if name in percentages else {}
+                         self.threads(name), work, env=self.environments[name])
         proc = ctx.Process(target=stage_main, args=(spec,), name=f"conveyor-{name}", daemon=True)
         # The stage runs the user's script again only to unpickle a class of it (pipeline/guard.py).
-        with spawning(env), (contextlib.nullcontext() if needs_main(*vars(work).values()) else hiding_main()):
+        with contextlib.nullcontext() if needs_main(*vars(work).values()) else hiding_main():
             proc.start()
         return proc
 

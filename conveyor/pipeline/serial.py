@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional
 import torch
 from torch import Tensor
 
+from conveyor.core.cores import torch_threads
 from conveyor.partition import Graph
 from conveyor.pipeline.batch import (
     WARMUP_BATCHES,
@@ -26,7 +27,6 @@ from conveyor.pipeline.batch import (
     seed_labels,
     synchronize,
 )
-from conveyor.pipeline.cores import torch_threads
 from conveyor.pipeline.memory import BatchPeak, batch_room
 from conveyor.pipeline.phases import PhaseSamplers, check_phase, gathers_features
 from conveyor.pipeline.room import PipelineRoom
@@ -43,7 +43,8 @@ class SerialBatches:
         the trainer's; `attributes`: the other attributes each batch carries (an AttributeStore or
         its spec), or None."""
         self.device = torch.device(device)
-        self.samplers, self.cache = PhaseSamplers(sampler, graph, self.device), built(features, graph, self.device)
+        self.samplers = PhaseSamplers(sampler, graph, self.device, sampling_threads)
+        self.cache = built(features, graph, self.device)
         self.attributes = built(attributes, graph, self.device)
         self.labels = device_labels(graph.y, self.device)  # once: each batch's labels are gathered there
         self.batches_done = 0

@@ -2,16 +2,20 @@
 and the async pipeline's queues, pacing, CUDA MPS and stall limit."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from conveyor.core import ConveyorError
+from conveyor.core.cores import idle_threads, usable_cores
 from conveyor.core.fields import REQUIRED, Rule, Section, choice, integer, number, section, setting
-from conveyor.pipeline.cores import idle_cores, usable_cores
 
 STAGES = ("sampler", "loader")
-PIPELINES = ("serial", "async")
+PIPELINES = ("auto", "serial", "async")
+# pipeline=auto runs the stages in this process below this many edges: such a graph's epoch takes
+# less than the stage processes cost to start and feed (Cora's 10K edges: 1.36x PyG's epoch async).
+AUTO_MIN_EDGES = 1_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +67,8 @@ THREADS = Rule("auto or an integer >= 1", lambda v: v == "auto" or type(v) is in
 class PipelineSettings(Section):
     SECTION: ClassVar[str] = "pipeline"
     OPTIONS: ClassVar[dict] = {  # the config group's options (conf/pipeline/*.yaml), for --help
+        "auto": f"async where the stage processes pay for themselves, serial where they cannot: a graph "
+                f"below {AUTO_MIN_EDGES:,} edges, or a process with one core (the start-up line says which)",
         "async": "Sampler, feature loader and trainer in three processes joined by queues (TurboGNN): while "
                  "the trainer computes batch i, the loader gathers batch i+1 and the sampler samples batch i+2.",
         "serial": "sample, gather and train one after the other in one process: the reference"}
@@ -89,17 +95,31 @@ class PipelineSettings(Section):
         """torch CPU threads per stage process (auto resolved on this machine)."""
         return max(1, (os.cpu_count() or 1) // 4) if self.threads == "auto" else self.threads
 
+    def choose(self, graph) -> Tuple[str, str]:
+        """serial or async for `graph`, and why (the start-up line's words): `name` as given, or
+        for auto serial on a small graph or one core, where the stage processes cannot pay for
+        themselves (their start-up and hand-overs cost more than the sampling they hide), else async."""
+        if self.name != "auto":
+            return self.name, f"pipeline={self.name}"
+        cores, edges = len(usable_cores()), int(graph.num_edges)
+        if cores < 2:
+            return "serial", "auto: this process may run on 1 core, which stage processes would take from the trainer"
+        if edges < AUTO_MIN_EDGES:
+            return "serial", (f"auto: a small graph, {edges:,} edges (< {AUTO_MIN_EDGES:,}): stage processes "
+                              f"would cost more than they hide")
+        return "async", f"auto: {edges:,} edges, {cores} cores"
+
+    def resolved(self, graph) -> "PipelineSettings":
+        """These settings with `name` serial or async (`choose`)."""
+        return self if self.name != "auto" else dataclasses.replace(self, name=self.choose(graph)[0])
+
     def sampling_threads(self) -> Tuple[int, str]:
-        """torch CPU threads for sampling, and how they were chosen (for the start-up line).
-        Torch's threads wait for each other at the end of every op, so one of them on a core
-        another process holds stalls them all (bsp: 28 ms a batch at 2 threads, 1.5 s with one of
-        the 2 cores taken): auto takes no more threads than there are cores idle at start."""
+        """torch CPU threads for sampling, and how they were chosen (for the start-up line): auto
+        takes no more threads than there are cores idle at start (core/cores.py says why)."""
         if self.sampler_threads != "auto":
             return self.sampler_threads, "pipeline.sampler_threads"
-        cores = usable_cores()
-        idle = idle_cores(cores)
-        share = self.stage_threads if self.name == "async" else len(cores)  # serial: the trainer waits meanwhile
-        return max(1, min(share, idle)), f"auto: {idle} of {len(cores)} cores idle at start"
+        share = self.stage_threads if self.name == "async" else len(usable_cores())  # serial: the trainer waits
+        return idle_threads(share)
 
     @property
     def slots(self) -> int:

@@ -90,6 +90,11 @@ class AsyncBatches:
         self.monitor.percentages = self.mps.percentages
 
     @property
+    def semaphores(self) -> list:
+        """The names of the named semaphores of the stage processes' queues (shutdown.py)."""
+        return self.stages.semaphores
+
+    @property
     def processes(self) -> dict:
         """The stage processes by name (sampler, loader)."""
         return self.stages.processes

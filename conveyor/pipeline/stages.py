@@ -31,7 +31,7 @@ import queue
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
@@ -54,7 +54,7 @@ from conveyor.pipeline.control import Control
 from conveyor.pipeline.memory import batch_room
 from conveyor.pipeline.phases import PhaseSamplers, gathers_features
 from conveyor.pipeline.sharing import GraphHandle
-from conveyor.pipeline.shutdown import die_with_parent, ignore_interrupts, name_process
+from conveyor.pipeline.shutdown import die_with_parent, ignore_interrupts, name_process, set_environment, trainer_alive
 from conveyor.pipeline.slots import ReleaseEvents, SlotReader, SlotWriter, new_message
 from conveyor.samplers import SampledBatch
 
@@ -106,7 +106,6 @@ class LoaderWork:
 class StageSpec:
     """Everything a stage process gets (picklable: queues, shared tensors, its work)."""
     name: str  # "sampler" | "loader"
-    parent_pid: int
     control: Control
     events: Any  # SimpleQueue to the trainer: ("ready" | "log" | "error", stage, ...)
     inbox: Any  # sampler: jobs; loader: sampled batches
@@ -119,7 +118,7 @@ class StageSpec:
     device: str
     threads: int
     work: Any = None  # SamplerWork | LoaderWork
-    die_with_parent: bool = True
+    env: Dict[str, str] = field(default_factory=dict)  # the trainer's, and the MPS share: set before CUDA
 
 
 class Stage:
@@ -132,7 +131,7 @@ class Stage:
         self.free: set = set()  # free slots of the outbox taken off free_slots, not yet used
 
     def check(self) -> None:
-        if self.control["stop"] or os.getppid() != self.spec.parent_pid:
+        if self.control["stop"] or not trainer_alive():
             raise Stopped
 
     def get(self, q):
@@ -181,8 +180,8 @@ class Stage:
 def stage_main(spec: StageSpec) -> None:
     """Entry point of a stage process."""
     ignore_interrupts()
-    if spec.die_with_parent:
-        die_with_parent()
+    die_with_parent()
+    set_environment(spec.env)
     name_process(f"conveyor:{spec.name}")
     stage = Stage(spec)
     for q in (spec.outbox, spec.inbox_free, spec.grown_out):  # never wait on unread data when leaving
@@ -213,7 +212,7 @@ def run_sampler(stage: Stage, graph) -> None:
     """Samples `superbatch` batches per call (`sample_many`: one fused kernel launch for all of
     them; the same batches as one call each), then hands them on one slot at a time."""
     spec, control = stage.spec, stage.control
-    samplers = PhaseSamplers(spec.work.sampler, graph, stage.device)
+    samplers = PhaseSamplers(spec.work.sampler, graph, stage.device, spec.threads)
     writer, per_call, grown_sent = SlotWriter(stage.device), spec.work.superbatch, 0
     name = getattr(samplers.run_sampler, "name", type(samplers.run_sampler).__name__)
     stage.send("ready", os.getpid(), f"{name} sampler on {stage.device}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from conveyor.core import ConveyorError
 from conveyor.core.names import require_own_name
@@ -25,33 +26,37 @@ def resolve_sampler_name(name: str, device) -> str:
 
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                   deterministic: bool = SamplerSettings.deterministic, once: bool = False,
-                  weight_attr: str | None = None):
+                  weight_attr: str | None = None, threads="auto"):
     """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
     batches, at the cost of a few sorts per batch. `once` (bsp only): each node draws at one hop
     only, as PyG samples, for conveyor.NeighborLoader's batches (the other samplers' batches
     are cut to the same form there). `weight_attr`: the name of an edge attribute of the graph
     (`graph.edge_attrs`) to draw neighbours by, in proportion to it, as PyG's `weight_attr`
-    (samplers/weights.py); None draws them uniformly. A typed graph (partition/hetero.py) is drawn
-    by bsp relation by relation (samplers/typed.py; `fanouts` one list for every relation, or a
-    dict by edge type); the other samplers refuse it."""
+    (samplers/weights.py); None draws them uniformly. `threads`: the torch CPU threads the sampler
+    samples with (the caller's are restored after each call); auto: the fewest of torch's threads,
+    this process's cores and those idle now (core/cores.py: so more threads are never slower). A
+    typed graph (partition/hetero.py) is drawn by bsp relation by relation (samplers/typed.py;
+    `fanouts` one list for every relation, or a dict by edge type); the other samplers refuse it."""
     name = resolve_sampler_name(name, device)
     if is_typed(graph):  # a heterogeneous graph: each relation drawn with its own fanouts
         if name != "bsp":
             raise ConveyorError(f"sampler={name} draws graphs of one node and edge type; sample this typed graph "
                                 f"({graph.name}) with sampler=bsp (or auto).")
         from conveyor.samplers.typed import TypedSampler
-        return TypedSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr)
+        return TypedSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr,
+                            threads=threads)
     if name == "bsp":
         from conveyor.samplers.bsp import BSPSampler
-        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr)
+        return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr,
+                          threads=threads)
     if name == "pyg":
         from conveyor.samplers.pyg import PyGSampler
-        return PyGSampler(graph, fanouts, device=device, seed=seed, weight_attr=weight_attr)
+        return PyGSampler(graph, fanouts, device=device, seed=seed, weight_attr=weight_attr, threads=threads)
     if name == "fused":
         from conveyor.samplers.fused import FusedSampler
         return FusedSampler(graph, fanouts, device=device, seed=seed, deterministic=deterministic,
-                            weight_attr=weight_attr)
+                            weight_attr=weight_attr, threads=threads)
     raise ConveyorError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)} "
                         f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
 
@@ -67,6 +72,7 @@ class SamplerSpec:
     deterministic: bool = SamplerSettings.deterministic
     once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)
     weight_attr: str | None = None  # draw by this edge attribute's weights (build_sampler)
+    threads: Any = "auto"  # torch threads while sampling (build_sampler); the pipeline sets its own
 
     @classmethod
     def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
@@ -76,7 +82,8 @@ class SamplerSpec:
 
     def build(self, graph: Graph, device):
         return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
-                             deterministic=self.deterministic, once=self.once, weight_attr=self.weight_attr)
+                             deterministic=self.deterministic, once=self.once, weight_attr=self.weight_attr,
+                             threads=self.threads)
 
 
 __all__ = ["SAMPLERS", "SampledBatch", "Sampler", "SamplerRecipe", "SamplerSettings", "SamplerSpec", "build_sampler",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
@@ -109,12 +110,15 @@ class BSPSampler:
     name = "bsp"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False,
-                 weight_attr: str | None = None):
+                 weight_attr: str | None = None, threads="auto"):
         """`once`: each node draws only at the hop after the one that first reached it, as PyG's
         NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
         (the message-flow graphs of docs/design.md §2.2, which the trainer's models read).
-        `weight_attr`: draw by the weights of that edge attribute (samplers/weights.py)."""
+        `weight_attr`: draw by the weights of that edge attribute (samplers/weights.py).
+        `threads`: torch's CPU threads while sampling (the caller's are kept for the rest); auto:
+        no more than the cores idle now (core/cores.py: more threads are then never slower)."""
         weights = edge_weights(graph, weight_attr)
+        self.threads = sampler_threads(threads)
         self.device = torch.device(device)
         self.once = once
         self.num_nodes = graph.num_nodes
@@ -153,6 +157,10 @@ class BSPSampler:
         return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys)
 
     def sample(self, seeds) -> SampledBatch:
+        with torch_threads(self.threads):
+            return self._sample(seeds)
+
+    def _sample(self, seeds) -> SampledBatch:
         seeds = check_seeds(seeds, self.num_nodes).to(self.device)
         n_id, count = seeds, seeds.numel()
         self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
@@ -176,4 +184,5 @@ class BSPSampler:
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):
-        return [self.sample(s) for s in seed_list]
+        with torch_threads(self.threads):
+            return [self._sample(s) for s in seed_list]

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from conveyor.core import ConveyorError
+from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.samplers import fused_kernel
 from conveyor.samplers.batch import SampledBatch
@@ -106,8 +107,10 @@ class FusedSampler:
     name = "fused"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, buffer_scale: float = 1.0,
-                 deterministic: bool = True, num_programs: int | None = None, weight_attr: str | None = None):
+                 deterministic: bool = True, num_programs: int | None = None, weight_attr: str | None = None,
+                 threads="auto"):
         self.fanouts = check_fanouts(fanouts)
+        self.threads = sampler_threads(threads)  # the host's ops (core/cores.py)
         weights = edge_weights(graph, weight_attr)
         self.device = torch.device(device)
         self._check_device()
@@ -176,8 +179,9 @@ class FusedSampler:
         """Sample several mini-batches in one launch (a super-batch); each is independent.
         Up to MAX_SUPER_BATCH batches per launch (the kernel keeps counters per batch)."""
         seeds = [check_seeds(s, self.num_nodes).cpu() for s in seed_list]
-        return [batch for i in range(0, len(seeds), MAX_SUPER_BATCH)
-                for batch in self._super_batch(seeds[i: i + MAX_SUPER_BATCH])]
+        with torch_threads(self.threads):
+            return [batch for i in range(0, len(seeds), MAX_SUPER_BATCH)
+                    for batch in self._super_batch(seeds[i: i + MAX_SUPER_BATCH])]
 
     def _super_batch(self, seeds: list[Tensor]) -> list[SampledBatch]:
         stream = self.stream  # batch b draws from stream position stream + b

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 from torch_geometric.sampler import NeighborSampler, NodeSamplerInput
 
 from conveyor.core import ConveyorError
+from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import check_fanouts, check_seeds
@@ -45,13 +46,15 @@ def hop_boundaries(num_seeds: int, row, col, num_hops: int):
 class PyGSampler:
     name = "pyg"
 
-    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, weight_attr: str | None = None):
+    def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, weight_attr: str | None = None,
+                 threads="auto"):
         if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
             raise ConveyorError(
                 "sampler=pyg needs pyg-lib or torch_sparse, and neither is installed; install the "
                 "extra with `pip install --no-build-isolation torch_scatter torch_sparse` (after "
                 "torch), or use sampler=bsp.")
         self.fanouts = check_fanouts(fanouts)
+        self.threads = sampler_threads(threads)  # as bsp's (core/cores.py)
         weights = edge_weights(graph, weight_attr)
         if weights is not None and not pyg_typing.WITH_WEIGHTED_NEIGHBOR_SAMPLE:
             raise ConveyorError(
@@ -71,6 +74,10 @@ class PyGSampler:
         torch.manual_seed(int(seed))  # pyg-lib draws from torch's generator
 
     def sample(self, seeds) -> SampledBatch:
+        with torch_threads(self.threads):
+            return self._sample(seeds)
+
+    def _sample(self, seeds) -> SampledBatch:
         seeds = check_seeds(seeds, self.num_nodes)
         out = self.sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
         row, col = out.row.long(), out.col.long()
@@ -92,4 +99,5 @@ class PyGSampler:
         return ids if perm is None else perm.long().index_select(0, ids)
 
     def sample_many(self, seed_list):
-        return [self.sample(s) for s in seed_list]
+        with torch_threads(self.threads):
+            return [self._sample(s) for s in seed_list]

@@ -55,10 +55,10 @@ class TypedSampler(BSPSampler):
     """`BSPSampler` drawing each relation with its own fanouts (module doc)."""
 
     def __init__(self, graph: TypedGraph, fanouts, device="cpu", seed: int = 0, once: bool = False,
-                 weight_attr: str | None = None):
+                 weight_attr: str | None = None, threads="auto"):
         table = relation_fanouts(graph.schema, fanouts)
         hops = len(table[0]) if table else 1  # a graph without edges draws nothing, in one hop
-        super().__init__(graph, [-1] * hops, device, seed, once, weight_attr)  # the hop count: `table` draws
+        super().__init__(graph, [-1] * hops, device, seed, once, weight_attr, threads)  # the hop count: `table` draws
         self.ptr = graph.typed[RELATION_PTR].to(self.device)
         self.ends = torch.tensor(graph.schema.offsets[1:], dtype=torch.long, device=self.device)
         self.slot_fanouts = slot_fanouts(graph, table, hops).to(self.device)  # [hops, types, K]

@@ -49,7 +49,7 @@ def layerwise_figures(run, splits: dict) -> Figures:
     nodes, trainer = torch.cat(list(splits.values())), run.settings.trainer
     if run.eval_plan is None:
         args = (run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
-        run.eval_plan = (PipelinePlan(run.source, *args) if run.settings.pipeline.name == "async"
+        run.eval_plan = (PipelinePlan(run.source, *args) if run.source.asynchronous
                          else LayerwisePlan(*args))
     logits = layerwise_logits(run.model, run.graph, nodes, trainer.eval_batch_size, run.ctx.device,
                               run.precision.autocast, parse_dtype(run.settings.cache.dtype, None),

@@ -1,0 +1,59 @@
+"""Where the stage processes come from: multiprocessing's fork server, started once per process
+with torch and the stage code imported (`PRELOAD`), so that each stage process is a fork of it
+instead of a fresh interpreter importing torch again (spawn: ~2 s idle, minutes under load).
+
+- CUDA: the fork server never initialises CUDA (nothing in `PRELOAD` touches it at import:
+  tests/test_stage_start.py checks), so each forked stage may use it, and CUDA IPC between the
+  stages and the trainer works as from spawned ones. The trainer itself may have initialised CUDA:
+  the server is a fresh interpreter (`python -c`), not a fork of the trainer.
+- The user's script: the server does not run it (`__main__` is not preloaded), and a stage runs it
+  only where it is handed a class of it (guard.py's `hiding_main`, as with spawn).
+- Signals: the server is started with SIGINT blocked, a mask it and every stage forked from it
+  inherit, until the stage ignores SIGINT itself (shutdown.py: the trainer stops the stages).
+- Lifetime: the server lives as long as this process or its last stage process; a stage forked
+  from it has the server as its parent, so it watches the trainer through multiprocessing's
+  parent sentinel (shutdown.py `die_with_parent`).
+
+`start_early()` starts the server in the background (a no-op once it runs): a PipelineLoader that
+will run async calls it at construction, so that the server's imports overlap with the rest of the
+loader's set-up and the first batch waits for them less. Nothing starts it before an async
+pipeline is asked for: a serial run (pipeline=auto on a small graph) imports nothing twice.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from multiprocessing import forkserver
+
+import torch.multiprocessing as mp
+
+# What a stage process imports before it works: torch, the stage bodies and what they build.
+PRELOAD = ["torch", "conveyor.pipeline.stages", "conveyor.samplers.bsp", "conveyor.cache",
+           "conveyor.partition.attributes"]
+_lock = threading.Lock()
+
+
+def stage_context():
+    """The multiprocessing context the stage processes start from (the fork server, running)."""
+    start_early()
+    return mp.get_context("forkserver")
+
+
+def start_early() -> None:
+    """Start the fork server with `PRELOAD` now, SIGINT blocked meanwhile (the server and its
+    forks inherit the mask); it imports in the background, and the first stage waits for it."""
+    with _lock:
+        if forkserver._forkserver._forkserver_pid is not None:  # running (or ended: ensure_running restarts it)
+            forkserver.ensure_running()
+            return
+        mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def server_pid():
+    """The fork server's pid, None before it starts."""
+    return forkserver._forkserver._forkserver_pid
