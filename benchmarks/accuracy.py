@@ -128,7 +128,27 @@ def markdown(report: dict) -> str:
     if any(other_dropout(name.split("/")[2], runs) for name, runs in report["runs"].items()
            if name.startswith("conveyor/")):
         lines += ["", OTHER_DROPOUT]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + typed_graphs()) + "\n"
+
+
+def typed_graphs() -> list:
+    """The typed-graph tables `benchmarks/hetero.py` wrote (issue 38), kept in this page when it is rewritten."""
+    found = [path for path in TYPED_RESULTS if path.exists()]
+    if not found:
+        return []
+    lines = ["", "## Typed graphs (synthetic_mag)", "", TYPED_INTRO]
+    for path in found:
+        text = path.read_text().strip().replace("\n# ", "\n### ")
+        lines += ["", "### " + text.removeprefix("# "), "", f"(`{path.relative_to(REPO)}`, and its JSON)"]
+    return lines
+
+
+TYPED_RESULTS = [REPO / "benchmarks" / "results" / name for name in
+                 ("hetero_accuracy_cpu_s0.02.md", "hetero_accuracy_rgcn_cpu_s0.02.md", "hetero_loader_cpu_s0.05.md")]
+TYPED_INTRO = ("Written by `python -m benchmarks.hetero` (its docstring says how each side runs): the same model "
+               "(PyG's `to_hetero(GraphSAGE(...))`; in the rgcn table conveyor's R-GCN module, which PyG's loop "
+               "runs as it is) trained by `conveyor.fit` and by PyG's own loop on the same `HeteroData`, seed by "
+               "seed, and conveyor's `NeighborLoader` against PyG's with its worker processes.")
 
 
 HEADER = """# Accuracy with the defaults

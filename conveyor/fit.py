@@ -26,9 +26,11 @@ from conveyor.given import (
     checked_graph,
     checked_link_graph,
 )
+from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.models.adapter import wrap_module
+from conveyor.trainer.models.hetero import wrap_typed
 from conveyor.trainer.outputs.outdir import lock_out_dir
 from conveyor.trainer.run import TrainResult, train
 from conveyor.trainer.settings import TASKS
@@ -44,11 +46,13 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
     """Train on `graph` and return a `TrainResult` (`.model`, `.history`, `.final`).
 
     graph: a `conveyor.Graph` or a PyG `Data` (x, y, edge_index, train/val/test masks or ids); y
-        holds class ids (-1: unlabelled, allowed in val/test only) or float [N, C] 0/1 targets.
+        holds class ids (-1: unlabelled, allowed in val/test only) or float [N, C] 0/1 targets. A
+        PyG `HeteroData` trains its one node type with `y` (and its masks), with a typed model.
     model: None (`conf/model/sage.yaml`), a config option name (`"gcn"`, `"gat"`), or a module
         instance: a stock PyG model (any `BasicGNN`: GraphSAGE, GCN, GAT, GIN; run hop by hop),
         any module with `forward(x, edge_index)` (run on each batch's subgraph), or one with
-        conveyor's `forward(x, layers)` (docs/design.md §5). `result.model` is that instance.
+        conveyor's `forward(x, layers)` (docs/design.md §5); on a HeteroData a `to_hetero(...)`'d model
+        (run layer by layer) or `forward(x_dict, edge_index_dict)`. `result.model` is that instance.
     loss: `loss(out, y) -> scalar tensor` over the seeds; default cross-entropy on class ids,
         BCE-with-logits on float [N, C] targets (trainer/loop/loss.py).
     optimizer: `make(parameters) -> torch.optim.Optimizer`, e.g.
@@ -74,7 +78,7 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
         check_model_shapes(given, graph, settings.sampler.fanouts)
     check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
     lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
-    wrapped = None if given is None else wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True))
+    wrapped = None if given is None else wrap_given(given, graph, settings)
     result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
     return result if given is None else dataclasses.replace(result, model=given)
 
@@ -85,6 +89,14 @@ def check_task(task, loss) -> None:
     if task == "link" and loss is not None:
         raise ConveyorError("fit(task='link') trains with binary cross-entropy on the links' scores; "
                             "loss= is for node classification: leave it out.")
+
+
+def wrap_given(given: torch.nn.Module, graph, settings) -> torch.nn.Module:
+    """The user's module with the trainer's contract: a typed graph's (to_hetero's, or one of
+    forward(x_dict, edge_index_dict): trainer/models/hetero.py), or any other (models/adapter.py)."""
+    if is_typed(graph):
+        return wrap_typed(given, graph, settings.model.hidden)
+    return wrap_module(given, fast_dropout=settings.model.uses_fast_dropout(given=True))
 
 
 def fit_settings(option: Optional[str], overrides: Sequence[str], keywords: dict):

@@ -14,9 +14,11 @@ from torch import Tensor, nn
 
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
-from conveyor.partition import Graph
+from conveyor.partition import Graph, TypedGraph
 from conveyor.partition.datasets import check_trainable
 from conveyor.partition.datasets.contents import check_features, check_labels, check_splits
+from conveyor.partition.graph import _split_ids
+from conveyor.partition.hetero import with_target
 from conveyor.pipeline.room import check_batch_room
 from conveyor.trainer.models.sizes import check_model_size
 
@@ -28,7 +30,9 @@ MODEL_ARGUMENT = ("fit(model=...) takes None (the configured model), a config op
 
 
 def checked_graph(given) -> Graph:
-    """`given` (a conveyor.Graph or a PyG Data) as a Graph, once it passed every check."""
+    """`given` (a conveyor.Graph or a PyG Data or HeteroData) as a Graph, once it passed every check."""
+    if type(given).__name__ == "HeteroData":
+        return checked_typed_graph(given)
     graph, where = graph_given(given)
     if graph.x is None or graph.y is None:
         check_trainable(graph, where)  # says that training needs both
@@ -39,6 +43,31 @@ def checked_graph(given) -> Graph:
     splits = check_splits(splits, flat, {name: f"{name} of {where}" for name in SPLITS})
     for name, ids in splits.items():
         setattr(graph, name, ids)
+    return check_trainable(graph, where)
+
+
+def checked_typed_graph(data) -> TypedGraph:
+    """A HeteroData as a typed graph (partition/hetero.py) labelled on its one node type with `y`,
+    once its features, labels and splits passed the same checks as a Data's."""
+    from conveyor.loader.hetero import hetero_graph_and_layout
+
+    labelled = [t for t, store in data.node_items() if getattr(store, "y", None) is not None]
+    if len(labelled) != 1:
+        raise ConveyorError(f"fit() trains one node type of a HeteroData: the one with labels y; got y on "
+                            f"{labelled or 'no node type'}. Give exactly one node type y and its train_mask "
+                            f"(e.g. data['paper'].y, data['paper'].train_mask).")
+    target, where = labelled[0], f"the HeteroData given to fit() (node type {labelled[0]!r})"
+    for node_type, store in data.node_items():
+        if getattr(store, "x", None) is not None:
+            check_given_features(store.x, f"{where[:-1]}, x of {node_type!r})")
+    graph, _ = hetero_graph_and_layout(data)
+    store = data.get_node_store(target)
+    num_classes, flat = checked_labels(store.y.reshape(-1) if store.y.dim() == 2 and store.y.size(1) == 1
+                                       else store.y, None, where)
+    splits = {f"{s}_idx": _ids(_split_ids(store, s, flat.numel())) for s in ("train", "val", "test")}
+    splits = check_splits(splits, flat, {name: f"{name} of {where}" for name in SPLITS})
+    graph.typed = {k: v.float() if k.startswith("x.") else v for k, v in graph.typed.items()}
+    graph = with_target(graph, target, flat, num_classes, {k[:-4]: v for k, v in splits.items()})
     return check_trainable(graph, where)
 
 
@@ -154,11 +183,13 @@ def check_sizes(graph: Graph, settings, given: nn.Module | None) -> None:
     module exists already), and the run's largest batch (evaluation's, at the training fanouts)
     with what the model takes over it, against what the device may still allocate."""
     device = resolve_device(settings.run.device)
-    features, hops = graph.x.size(1), len(settings.sampler.fanouts)
+    # A typed graph's types differ in width: every node counted at the widest (a bound, as the batch's is).
+    widest = graph.x if not isinstance(graph, TypedGraph) else max(graph.features.values(), key=lambda x: x.size(1))
+    features, hops = widest.size(1), len(settings.sampler.fanouts)
     if given is None:
         check_model_size(settings.model.hidden, int(graph.num_classes), hops, device, features)
     trainer = settings.trainer
     largest = min(max(trainer.batch_size, trainer.eval_batch_size), graph.num_nodes)
-    check_batch_room(graph, settings.sampler.fanouts, largest, device,
+    check_batch_room(graph, settings.sampler.fanouts, largest, device, row_bytes=features * widest.element_size(),
                      hidden=settings.model.hidden if given is None else None,
                      fix="Lower batch_size, trainer.eval_batch_size or fanouts (or model.hidden).")

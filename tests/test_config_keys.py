@@ -15,6 +15,7 @@ from conveyor.partition import Graph
 from conveyor.partition.datasets import DATASETS, load_configured
 from conveyor.partition.datasets.custom import load_custom
 from conveyor.partition.datasets.synthetic import load_synthetic
+from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
 from conveyor.partition.settings import DATA_SETTINGS, dataset_options
 from conveyor.settings import Settings
 from conveyor.usage import help_text, option_files, sections
@@ -33,7 +34,7 @@ def settings_classes(cls=Settings):
 
 
 def test_each_datasets_options_are_what_its_loader_takes():
-    loaders = {"synthetic": load_synthetic, "custom": load_custom}
+    loaders = {"synthetic": load_synthetic, "custom": load_custom, "synthetic_mag": load_synthetic_mag}
     for name in DATASETS:
         own = set(dataset_options(name))
         if name in loaders:

@@ -180,9 +180,9 @@ def test_pygs_defaults_spelled_out_are_accepted():
     loader.close()
 
 
-def test_heterogeneous_data_is_refused():
+def test_an_empty_heterodata_is_refused():  # a HeteroData with types: tests/test_hetero.py
     from torch_geometric.data import HeteroData
-    with pytest.raises(ConveyorError, match="homogeneous graph"):
+    with pytest.raises(ConveyorError, match="no node or edge types"):
         NeighborLoader(HeteroData(), [2], pipeline="serial")
 
 

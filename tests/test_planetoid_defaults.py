@@ -13,7 +13,7 @@ PLANETOID = ("cora", "citeseer", "pubmed")
 
 def test_every_file_names_a_dataset_and_a_model():
     files = sorted(path.stem for path in (CONF / "data" / "planetoid").glob("*.yaml"))
-    expected = [f"{d}_{m}" for d in PLANETOID for m in ("gcn", "gat")] + ["citeseer_sage", "pubmed_sage"]
+    expected = [f"{d}_{m}" for d in PLANETOID for m in ("gcn", "gat")] + ["citeseer_sage", "pubmed_sage", "mag_rgcn"]
     assert files == sorted(expected)
     options = option_files()
     assert all(d in options["data"] for d in PLANETOID) and {"gcn", "gat", "sage"} <= set(options["model"])
@@ -64,3 +64,10 @@ def test_the_one_head_gat_is_pygs_but_its_output_layer():
     assert (ours.convs[-1].heads, ours.convs[-1].concat, pygs.convs[-1].heads) == (1, False, 8)
     assert ours.convs[-1].dropout == 0.6 and shapes(ours)["convs.1.lin.weight"] == (7, 64)
     assert ours(torch.randn(5, 20), torch.tensor([[0, 1], [1, 2]])).shape == (5, 7)
+
+
+def test_rgcn_on_mag_is_ogbs_example():
+    s = make_config("data=mag", "model=rgcn")
+    assert (s.model.hidden, s.model.dropout, s.trainer.lr, s.trainer.epochs, s.trainer.batch_size) == (64, 0.5, 0.01, 3,
+                                                                                                         1024)
+    assert s.sampler.fanouts == [25, 20] and make_config("data=synthetic_mag", "model=rgcn").sampler.fanouts != [25, 20]

@@ -1,6 +1,7 @@
 """PyG's own tests of its NeighborLoader (tests/data/pyg/test_neighbor_loader.py, verbatim) run
 with conveyor's: the one import changed, PyG's gates on pyg-lib and torch_sparse opened
-(tests/helpers.py, `pyg_spec_tests`). Every homogeneous, non-temporal test that PyG's loader passes
+(tests/helpers.py, `pyg_spec_tests`). Every non-temporal test that PyG's loader passes, homogeneous
+and heterogeneous (issue 38: every subgraph type, the weighted and sampled-info tests, typed stores),
 passes here, over the serial pipeline in full and over the async one for the tests that exercise
 what its processes move (each async loader starts two processes, ~3-5 s). `NOT_RUN` names the
 tests left out, each with its reason (the README lists them too)."""
@@ -12,13 +13,6 @@ from conveyor import NeighborLoader
 from tests.helpers import pyg_spec_tests
 
 NOT_RUN = {
-    "test_hetero_neighbor_loader_basic": "heterogeneous graphs",
-    "test_hetero_neighbor_loader_on_karate": "heterogeneous graphs",
-    "test_custom_hetero_neighbor_loader": "heterogeneous graphs",
-    "test_custom_hetero_neighbor_loader_duplicate": "heterogeneous graphs",
-    "test_hetero_neighbor_loader_sampled_info": "heterogeneous graphs",
-    "test_weighted_hetero_neighbor_loader": "heterogeneous graphs",
-    "test_neighbor_loader_input_id": "heterogeneous graphs (its input_nodes name a node type)",
     "test_temporal_hetero_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
     "test_temporal_custom_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
     "test_edge_level_temporal_homo_neighbor_loader": "temporal sampling (PyG's needs pyg-lib too)",
@@ -31,7 +25,7 @@ NOT_RUN = {
 # What the async pipeline's processes move: edge weights and e_id (every subgraph type), a memmap x,
 # stores, a graph without x. The basic tests' attribute slicing runs serially above.
 ASYNC = ("test_homo_neighbor_loader_on_karate", "test_custom_neighbor_loader", "test_memmap_neighbor_loader",
-         "test_neighbor_loader_mapping")
+         "test_neighbor_loader_mapping", "test_custom_hetero_neighbor_loader", "test_neighbor_loader_input_id")
 
 
 def chosen(pipeline: str, names=None) -> dict:

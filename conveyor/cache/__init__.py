@@ -56,6 +56,7 @@ from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.names import require_own_name
 from conveyor.partition import Graph
+from conveyor.partition.hetero import is_typed
 
 require_own_name(__name__, "conveyor.cache")
 
@@ -106,6 +107,10 @@ class CacheSpec:
 
     def build(self, graph: Graph, device) -> FeatureCache:
         c = self.settings
+        if is_typed(graph):  # one cache per node type, under one budget (cache/typed.py)
+            from conveyor.cache.typed import build_typed_cache
+            return build_typed_cache(c.policy, graph, capacity=c.capacity, device=device, dtype=c.dtype,
+                                     reserve=c.reserve, prefetch=c.prefetch, seed=self.seed)
         return build_cache(c.policy, graph, capacity=c.capacity, device=device, dtype=c.dtype,
                            reserve=c.reserve, prefetch=c.prefetch, seed=self.seed)
 

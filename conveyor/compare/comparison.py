@@ -28,7 +28,7 @@ from conveyor.compare.reference import require_neighbor_sampling, require_refere
 from conveyor.compare.settings import CompareSettings
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device, use_device
-from conveyor.partition.datasets import load_configured
+from conveyor.partition.datasets import TYPED, load_configured
 from conveyor.samplers import resolve_sampler_name
 from conveyor.trainer.outputs.metrics import setup_logging
 from conveyor.trainer.run import train
@@ -104,6 +104,9 @@ def _check(settings: TrainingSettings, options: CompareSettings) -> float | None
     """What only mode=compare refuses; the time-to-accuracy target (None: from the reference)."""
     if settings.run.world_size != 1:
         raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
+    if settings.data.name in TYPED:
+        raise ConveyorError(f"mode=compare trains PyG's homogeneous reference; data={settings.data.name} is a typed "
+                            f"graph: `python -m benchmarks.hetero` compares conveyor with PyG on it.")
     require_reference_model(settings.model)
     if settings.run.resume:
         raise ConveyorError("mode=compare cannot resume; drop run.resume=true and choose a new run.out_dir.")

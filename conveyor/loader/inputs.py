@@ -14,10 +14,14 @@ from conveyor.core import ConveyorError
 from conveyor.core.extras import require_extra
 from conveyor.loader.repeated_seeds import has_repeats
 from conveyor.partition import Graph
+from conveyor.partition.attributes import AttributeSpec
+from conveyor.partition.hetero import is_typed
+from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
 from conveyor.samplers import SamplerSpec, resolve_sampler_name
 from conveyor.samplers.settings import SAMPLERS
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
+from conveyor.samplers.typed import relation_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
 
 DEFAULT_DEPTH = 4
@@ -58,16 +62,24 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
                    weight_attr, transform)
 
 
-def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool]:
-    """PyG's input_nodes as node ids (None: every node; a boolean mask; ids, repeats allowed in
-    directional subgraphs as PyG's: loader/repeated_seeds.py), and whether they came as a mask
-    (PyG's input_id is then the node ids, else positions)."""
+def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
+    """PyG's input_nodes as node ids (None: every node; a boolean mask; ids), whether they came as a
+    mask (PyG's input_id is then the node ids, else positions), and the seeds' node type (a typed
+    graph's input_nodes name it: loader/hetero.py, each node once; else None)."""
+    if is_typed(graph):
+        from conveyor.loader.hetero import typed_input_nodes
+        return typed_input_nodes(input_nodes, graph)
+    return (*untyped_input_node_ids(input_nodes, graph, subgraph_type), None)
+
+
+def untyped_input_node_ids(input_nodes, graph: Graph, subgraph_type: str) -> Tuple[Tensor, bool]:
+    """ids, repeats allowed in directional subgraphs as PyG's: loader/repeated_seeds.py."""
     if input_nodes is None:
         return torch.arange(graph.num_nodes), False
     if isinstance(input_nodes, (str, tuple)):
         raise ConveyorError(f"conveyor.NeighborLoader takes input_nodes as node ids, a boolean mask or "
-                            f"None, got {input_nodes!r}: node types are for heterogeneous graphs, which "
-                            f"it does not support.")
+                            f"None, got {input_nodes!r}: node types are for heterogeneous graphs (a "
+                            f"HeteroData), and this graph has one type.")
     ids = torch.as_tensor(input_nodes) if not isinstance(input_nodes, range) else torch.tensor(input_nodes)
     if ids.dtype == torch.bool:
         if ids.shape != (graph.num_nodes,):
@@ -82,14 +94,10 @@ def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional"
     return ids, False
 
 
-def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
+def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, graph: Optional[Graph] = None):
     """A sampler option by name as a spec the stage process builds, or the user's own object, made
-    to give PyG's subgraph type."""
-    if isinstance(num_neighbors, dict):
-        raise ConveyorError("conveyor.NeighborLoader takes num_neighbors as one list (hop 1 first, -1 "
-                            "for every neighbour); a dict per edge type is for heterogeneous graphs, "
-                            "which it does not support.")
-    fanouts = check_fanouts(num_neighbors, "num_neighbors")
+    to give PyG's subgraph type. A typed graph's `num_neighbors` may be a dict by edge type."""
+    fanouts = checked_fanouts(num_neighbors, graph)
     if isinstance(sampler, torch.utils.data.Sampler):
         raise ConveyorError("conveyor.NeighborLoader's sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: batches are cut from "
@@ -98,6 +106,9 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
         if sampler not in (*SAMPLERS, "auto"):
             raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, "
                                 f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
+        if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
+            raise ConveyorError(f"sampler={sampler!r} draws graphs of one node and edge type; sample a HeteroData "
+                                f"with sampler='bsp' (or 'auto').")
         if resolve_sampler_name(sampler, device) == "fused":
             require_extra("triton", "sampler='fused'")  # here, not in the sampler's process
         sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
@@ -105,13 +116,34 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options):
     elif options.weight_attr is not None:
         raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
                             "draws as it likes: weigh its draws itself, or leave weight_attr out.")
-    return sampler if options.subgraph_type == "directional" else SubgraphSpec(sampler, options.subgraph_type)
+    if options.subgraph_type == "directional" or (options.subgraph_type == "bidirectional" and is_typed(graph)):
+        return sampler  # a HeteroData's reverses join its edge types: made per batch (loader/hetero.py)
+    return SubgraphSpec(sampler, options.subgraph_type)
+
+
+def checked_fanouts(num_neighbors, graph: Optional[Graph]):
+    """num_neighbors checked: one list (hop 1 first, -1 for every neighbour), or for a typed
+    graph also a dict by edge type (samplers/typed.py), kept as given for the sampler."""
+    if is_typed(graph):
+        relation_fanouts(graph.schema, num_neighbors)  # refused here, before anything starts
+        return dict(num_neighbors) if isinstance(num_neighbors, dict) else check_fanouts(num_neighbors, "num_neighbors")
+    if isinstance(num_neighbors, dict):
+        raise ConveyorError("conveyor.NeighborLoader takes num_neighbors as one list (hop 1 first, -1 "
+                            "for every neighbour); a dict per edge type is for heterogeneous graphs "
+                            "(a HeteroData), and this graph has one type.")
+    return check_fanouts(num_neighbors, "num_neighbors")
+
+
+def attributes_of(graph: Graph):
+    """Every attribute of the graph and e_id, as PyG's loader puts them in its batches."""
+    return TypedAttributeSpec.everything(graph) if is_typed(graph) else AttributeSpec.everything(graph)
 
 
 def features_of(cache, seed: int, graph: Graph):
     """A cache policy by name or CacheSettings as a spec, or the user's own feature source; None
     when the graph has no 2-D x (a 1-D x travels as a node attribute, as every other one)."""
-    if graph.x is None and isinstance(cache, (str, CacheSettings)):
+    features = graph.features if is_typed(graph) else graph.x  # a typed graph's: per type (cache/typed.py)
+    if not (features is not None and len(features)) and isinstance(cache, (str, CacheSettings)):
         return None
     if isinstance(cache, str):
         cache = CacheSettings(policy=cache)

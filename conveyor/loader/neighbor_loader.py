@@ -1,5 +1,5 @@
-"""`conveyor.NeighborLoader`: PyG's `NeighborLoader` for homogeneous node-level work, backed by
-conveyor's pipeline (docs/design.md §2.7).
+"""`conveyor.NeighborLoader`: PyG's `NeighborLoader` for node-level work, on a `Data` or a
+`HeteroData` (loader/hetero.py), backed by conveyor's pipeline (docs/design.md §2.7, §2.8).
 
 Its seeds are nodes (`input_nodes`); everything else a PyG loader does over the pipeline (epochs,
 `loader(index)`, held batches, nested loops) is pyg_loader.py's `PyGLoader`. Each batch is the
@@ -12,15 +12,17 @@ from typing import List, Optional
 
 from torch import Tensor
 
-from conveyor.loader.inputs import features_of, input_node_ids, pipeline_settings, sampler_of
+from conveyor.loader.hetero import to_hetero_data
+from conveyor.loader.inputs import attributes_of, features_of, input_node_ids, pipeline_settings, sampler_of
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
 from conveyor.loader.repeated_seeds import distinct_seeds, has_repeats, with_repeated_seeds
 from conveyor.loader.to_pyg import to_pyg
-from conveyor.partition.attributes import AttributeSpec
+from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.room import check_batch_room
 from conveyor.pipeline.seeds import EpochPlan
+from conveyor.samplers.typed import relation_fanouts
 
 
 class NeighborLoader(PyGLoader):
@@ -38,18 +40,20 @@ class NeighborLoader(PyGLoader):
 
     Any other PyG keyword is refused by name unless it is at PyG's default. Close it with
     `close()` or a `with` block; garbage collection and interpreter exit close it too."""
+    typed = True
 
     def __init__(self, data, num_neighbors, input_nodes=None, *, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, pipeline: Optional[str] = None, sampler="auto", cache="degree",
                  device="auto", seed=None, depth: Optional[int] = None, **pyg_keywords):
         options, graph, layout, device, seed = loader_inputs("NeighborLoader", data, batch_size, check_keywords(
-            pyg_keywords), pipeline, depth, sampler, cache, device, seed)
-        parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options), features_of(cache, seed, graph),
-                            device, pipeline_settings(options.pipeline, options.depth),
-                            attributes=AttributeSpec.everything(graph))
-        nodes, self.mask_input = input_node_ids(input_nodes, graph, options.subgraph_type)
-        check_batch_room(graph, list(num_neighbors), min(batch_size, max(nodes.numel(), 1)), device,
-                         row_bytes=0 if graph.x is None else None, fix="Lower batch_size or num_neighbors.")
+            pyg_keywords), pipeline, depth, sampler, cache, device, seed, typed=True)
+        parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options, graph),
+                            features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
+                            attributes=attributes_of(graph))
+        nodes, self.mask_input, self.input_type = input_node_ids(input_nodes, graph, options.subgraph_type)
+        fanouts, row_bytes = room_of(graph, num_neighbors)
+        check_batch_room(graph, fanouts, min(batch_size, max(nodes.numel(), 1)), device, row_bytes=row_bytes,
+                         fix="Lower batch_size or num_neighbors.")
         plan = EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
@@ -64,8 +68,25 @@ class NeighborLoader(PyGLoader):
 
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
-        data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
-        seeds = self.input_nodes[positions]
-        if not self.mask_input and has_repeats(seeds):
-            data = with_repeated_seeds(data, seeds, self.layout)
+        if self.input_type is not None:  # a HeteroData's batch (loader/hetero.py); a mask's ids are the type's
+            offset = self.layout.schema.offsets[self.layout.schema.node_type(self.input_type)]
+            input_id = input_id - offset if self.mask_input else input_id
+            data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
+        else:
+            data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
+            seeds = self.input_nodes[positions]
+            if not self.mask_input and has_repeats(seeds):
+                data = with_repeated_seeds(data, seeds, self.layout)
         return data if self.options.transform is None else self.options.transform(data)
+
+
+def room_of(graph, num_neighbors) -> tuple:
+    """The fanouts and node row (bytes) a batch's bound is taken at (pipeline/room.py): a typed
+    graph's node draws each relation into its type, so at most the relations' sum a hop (-1: all),
+    each node counted at the widest type's row; else num_neighbors and x's row (none without x)."""
+    if not is_typed(graph):
+        return list(num_neighbors), 0 if graph.x is None else None
+    per_relation = relation_fanouts(graph.schema, num_neighbors)
+    hops = [-1 if -1 in hop else sum(hop) for hop in zip(*per_relation)]
+    rows = [x.size(1) * x.element_size() for x in graph.features.values()]
+    return hops, max(rows, default=0)

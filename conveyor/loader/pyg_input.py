@@ -42,9 +42,9 @@ def graph_and_layout(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, Batc
         data = data_of_stores(*data)
     if type(data).__name__ == "HeteroData" or not hasattr(data, "edge_index"):
         raise ConveyorError(
-            f"conveyor.NeighborLoader takes a homogeneous graph: a PyG Data, a conveyor.Graph, or a "
-            f"(FeatureStore, GraphStore) pair; got a {type(data).__name__}. For heterogeneous data use "
-            f"torch_geometric.loader.NeighborLoader, or data.to_homogeneous() first.")
+            f"conveyor's loaders take a PyG Data, a conveyor.Graph or a (FeatureStore, GraphStore) pair "
+            f"(conveyor.NeighborLoader a HeteroData too); got a {type(data).__name__}. For heterogeneous link "
+            f"prediction use torch_geometric.loader.LinkNeighborLoader, or data.to_homogeneous() first.")
     return graph_of_data(data, leave_out)
 
 

@@ -23,11 +23,10 @@ from torch import Tensor
 
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
-from conveyor.loader.inputs import Options, features_of, options_of, pipeline_settings, seed_of
+from conveyor.loader.inputs import Options, attributes_of, features_of, options_of, pipeline_settings, seed_of
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.loader.pyg_input import BatchLayout, graph_and_layout
 from conveyor.partition import Graph
-from conveyor.partition.attributes import AttributeSpec
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
 from conveyor.pipeline.seeds import STREAM_SAMPLER, SeedPlan, stream_seed
@@ -41,6 +40,7 @@ class PyGLoader(PipelineLoader):
     edge_label_index); a subclass says how a prepared batch becomes PyG's (`to_data`)."""
     input_name = "input_nodes"
     leave_out: Tuple[str, ...] = ()  # keys of the user's Data the batches do not slice (graph_and_layout)
+    typed = False  # whether it takes a HeteroData (NeighborLoader: loader/hetero.py)
 
     def __init__(self, data, graph: Graph, layout: BatchLayout, parts: LoaderParts, plan: SeedPlan,
                  options: Options, cache, seed: int):
@@ -58,9 +58,9 @@ class PyGLoader(PipelineLoader):
         `loader.data` at each batch, so a key set on it before the first batch (e.g. PyG's
         examples' `loader.data.n_id = torch.arange(num_nodes)`) is in the batches here too."""
         if self._state["source"] is None and self._side is None and snapshot(self.data) != self._snapshot:
-            self.graph, self.layout = graph_and_layout(self.data, self.leave_out)
+            self.graph, self.layout = read_data(self.data, self.options, self.leave_out, self.typed)
             self.parts = replace(self.parts, features=features_of(self.cache_option, self.seed, self.graph),
-                                 attributes=AttributeSpec.everything(self.graph))
+                                 attributes=attributes_of(self.graph))
             self._snapshot = snapshot(self.data)
         return super().source
 
@@ -132,17 +132,36 @@ class PyGLoader(PipelineLoader):
 
 
 def loader_inputs(name: str, data, batch_size, taken: dict, pipeline, depth, sampler, cache, device, seed,
-                  leave_out: Tuple[str, ...] = ()):
+                  leave_out: Tuple[str, ...] = (), typed: bool = False):
     """What every loader reads first, checked before anything starts: the options of PyG's keywords
     `taken` honours (and the `__main__` guard the async pipeline needs), the batch size, the
     graph and batch layout of `data`, the device and the seed."""
     options = options_of(taken, pipeline, depth)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConveyorError(f"conveyor.{name}'s batch_size must be a positive integer, got {batch_size!r}.")
-    graph, layout = graph_and_layout(data, leave_out)
+    graph, layout = read_data(data, options, leave_out, typed)
     if pipeline_settings(options.pipeline, options.depth).choose(graph)[0] == "async":  # auto's choice too
         check_main_guard(f"conveyor.{name}(pipeline='async')", (sampler, cache))
     return options, graph, layout, resolve_device(device, "device"), seed_of(seed)
+
+
+def read_data(data, options, leave_out: Tuple[str, ...] = (), typed: bool = False):
+    """The pipeline's graph of the user's data and its batches' layout: with `typed` (a loader that
+    takes them), a HeteroData's (or typed stores') as a typed graph, with its relations'
+    `weight_attr` gathered for the sampler (loader/hetero.py); anything else's as pyg_input.py reads it."""
+    from conveyor.loader.hetero import (
+        hetero_data_of_stores,
+        hetero_graph_and_layout,
+        is_hetero,
+        typed_stores,
+        with_weights,
+    )
+    if typed and isinstance(data, (tuple, list)) and len(data) == 2 and typed_stores(data[1]):
+        data = hetero_data_of_stores(*data)
+    if not (typed and is_hetero(data)):
+        return graph_and_layout(data, leave_out)
+    graph, layout = hetero_graph_and_layout(data)
+    return with_weights(graph, options.weight_attr), layout
 
 
 def snapshot(data):

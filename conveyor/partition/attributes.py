@@ -30,7 +30,14 @@ class AttributeStore(Protocol):
         """Each attribute by name: whether it is indexed by node or edge, a row's shape, its dtype."""
 
     def gather(self, name: str, index: Tensor, out: Tensor) -> Tensor:
-        """Rows `index` (node ids, or the edges' CSC positions) of attribute `name`, into `out`."""
+        """Rows `index` (node ids, or the edges' CSC positions) of attribute `name`, into `out`.
+        A store whose attribute has other than one row per index says how many with an optional
+        `rows(name, index)` (a typed graph's: partition/typed_attributes.py)."""
+
+
+def attribute_rows(store, name: str, index: Tensor) -> int:
+    """How many rows `store.gather(name, index, out)` writes: its `rows`, else one per index."""
+    return int(store.rows(name, index)) if callable(getattr(store, "rows", None)) else index.numel()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ NODE, EDGE = "node.", "edge."  # how `tensors()` names the other attributes: nod
 
 @dataclass
 class Graph:
+    PREFIXES = ()  # what else a subclass's `tensors()` names (TypedGraph: "typed.")
     indptr: Tensor
     indices: Tensor
     x: Optional[Tensor] = None
@@ -68,6 +69,9 @@ class Graph:
         node = {k[len(NODE):]: v for k, v in tensors.items() if k.startswith(NODE)}
         edge = {k[len(EDGE):]: v for k, v in tensors.items() if k.startswith(EDGE)}
         return cls(**own, node_attrs=node, edge_attrs=edge, **meta)
+
+    def meta(self) -> dict:  # what besides its tensors `from_tensors` takes (saved as JSON)
+        return {"num_classes": self.num_classes, "name": self.name}
 
     def in_degree(self) -> Tensor:
         return self.indptr[1:] - self.indptr[:-1]
@@ -191,8 +195,7 @@ class Graph:
         tmp = directory / "graph.pt.tmp"
         torch.save({k: v.contiguous() for k, v in tensors.items()}, tmp)
         os.replace(tmp, directory / "graph.pt")  # atomic: a crash never leaves half a graph
-        meta = {"num_classes": self.num_classes, "name": self.name,
-                "num_nodes": self.num_nodes, "num_edges": self.num_edges}
+        meta = {**self.meta(), "kind": type(self).__name__, "num_nodes": self.num_nodes, "num_edges": self.num_edges}
         (directory / "meta.json").write_text(json.dumps(meta, indent=1))
 
     @classmethod
@@ -205,10 +208,12 @@ class Graph:
         rebuilt_from = rebuilt_from or directory
         tensors = load_saved(directory / "graph.pt", rebuilt_from, mmap)
         meta = load_saved(directory / "meta.json", rebuilt_from)
-        known = lambda k: k in TENSOR_FIELDS or k.startswith((NODE, EDGE))
+        kind = KINDS.get(meta.get("kind"), Graph) if isinstance(meta, dict) else Graph  # a TypedGraph's too
+        known = lambda k: k in TENSOR_FIELDS or k.startswith((NODE, EDGE, *kind.PREFIXES))
         if not (isinstance(tensors, dict) and all(map(known, tensors)) and isinstance(meta, dict)):
             raise damaged(directory / "graph.pt", rebuilt_from, "unexpected contents")
-        return cls.from_tensors(tensors, num_classes=meta.get("num_classes"), name=meta.get("name", "graph"))
+        args = {k: v for k, v in meta.items() if k not in ("kind", "num_nodes", "num_edges")}
+        return kind.from_tensors(tensors, **{"name": "graph", **args})
 
     def share_memory_(self) -> "Graph":
         for value in self.tensors().values():
@@ -219,6 +224,9 @@ class Graph:
         feats = None if self.x is None else tuple(self.x.shape)
         return (f"Graph({self.name}: {self.num_nodes:,} nodes, {self.num_edges:,} edges, x={feats}, "
                 f"classes={self.num_classes})")
+
+
+KINDS = {"Graph": Graph}  # a saved graph's class by its meta's "kind" (partition/hetero.py adds TypedGraph)
 
 
 def load_saved(path: Path, rebuilt_from: Path, mmap: bool = False):

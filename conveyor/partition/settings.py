@@ -31,7 +31,12 @@ class DataSettings(Section):
         "custom": "Your own graph: data.path=DIR holding edge_index, x, y, train_idx, val_idx, test_idx (.npy "
                   "or .pt). The format: partition/datasets/custom.py.",
         "memory": "A graph handed over in Python: conveyor.fit(graph_or_data, ...) (conveyor/fit.py). Nothing "
-                  "is loaded; the graph's own x, y and splits are used."}
+                  "is loaded; the graph's own x, y and splits are used.",
+        "mag": "ogbn-mag (OGB official split), a typed graph: papers (labelled: venue, 349 classes), authors, "
+               "institutions, fields, 4 relations plus their reverses; downloaded by ogb into root when online.",
+        "synthetic_mag": "An ogbn-mag-shaped typed graph (4 node types, 4 relations plus reverses, skewed degrees, "
+                         "learnable labels), generated on first use and cached under root. scale=1.0 has ogbn-mag's "
+                         "sizes."}
 
     name: str = setting(REQUIRED, "the dataset (the option chosen in group data)", choice(DATASETS))
     root: Optional[str] = setting(None, f"the datasets' folder (and their partitions'); null: ${ROOT_ENV}, "
@@ -69,7 +74,18 @@ class CustomData(DataSettings):
                                          integer(2, nullable=True, hint="null: one more than the largest label"))
 
 
-DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData}  # any other dataset: DataSettings
+@dataclass(frozen=True, kw_only=True)
+class SyntheticMagData(DataSettings):
+    scale: float = setting(0.02, "nodes and edges as a fraction of ogbn-mag's (0.02: ~15K papers, ~39K nodes)",
+                           number(0, 4, low_open=True))
+    seed: int = setting(0, "the generator's seed: another seed, another graph (each cached)", integer())
+    num_features: int = setting(128, "the papers' feature columns (authors 64, institutions 16, fields 32)",
+                                integer(1))
+    num_classes: int = setting(20, "planted classes of the papers (their venues), with homophily", integer(2))
+
+
+# any other dataset: DataSettings
+DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData, "synthetic_mag": SyntheticMagData}
 
 
 def data_settings(name) -> type:

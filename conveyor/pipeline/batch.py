@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from conveyor.core import ConveyorError
-from conveyor.partition.attributes import EDGE, NODE
+from conveyor.partition.attributes import EDGE, NODE, attribute_rows
 from conveyor.samplers import SampledBatch
 
 # Batches trained before an `auto` cache is sized: by then the training's peak memory is known.
@@ -71,7 +71,8 @@ def gather_attributes(store, batch: SampledBatch, new: Callable) -> Dict[str, Te
         if kind == EDGE and positions is None:
             positions = edge_positions(batch)
         index = batch.n_id if kind == NODE else positions
-        out[f"{kind}.{name}"] = store.gather(name, index, new(f"{kind}.{name}", (index.numel(), *row), dtype))
+        rows = attribute_rows(store, name, index)  # a typed graph's: only its type's (partition/typed_attributes.py)
+        out[f"{kind}.{name}"] = store.gather(name, index, new(f"{kind}.{name}", (rows, *row), dtype))
     return out
 
 

@@ -27,15 +27,19 @@ class GraphHandle:
     directory: Optional[str]  # a saved graph the `mapped` fields are read from
     mapped: Tuple[str, ...]
     shared: Dict[str, Tensor] = field(default_factory=dict)
-    num_classes: Optional[int] = None
-    name: str = "graph"
+    kind: type = Graph  # the graph's class (a TypedGraph: partition/hetero.py)
+    meta: dict = field(default_factory=dict)  # the rest of it: graph.meta()
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        return self.meta.get("num_classes")
 
     def open(self) -> Graph:
         tensors = dict(self.shared)
         if self.mapped:
             saved = Graph.load(self.directory, mmap=True).tensors()
             tensors.update({f: saved[f] for f in self.mapped})
-        return Graph.from_tensors(tensors, num_classes=self.num_classes, name=self.name)
+        return self.kind.from_tensors(tensors, **self.meta)
 
 
 def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Sequence[Tensor] = ()) -> GraphHandle:
@@ -63,7 +67,7 @@ def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Se
         if paragraph is None:
             raise
         raise paragraph from None
-    return GraphHandle(directory, mapped, shared, graph.num_classes, graph.name)
+    return GraphHandle(directory, mapped, shared, type(graph), graph.meta())
 
 
 def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:

@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from conveyor.cache.protocol import feature_shape
 from conveyor.core import ConveyorError
 from conveyor.pipeline.batch import (
     WARMUP_BATCHES,
@@ -327,7 +328,7 @@ def gather_into_slot(loader: "Loader", batch: SampledBatch, slot: int, features:
     message, cache, labels, writer = new_message(), loader.cache, loader.labels, loader.writer
     new = lambda name, shape, dtype: writer.buffer(slot, name, shape, dtype, message)
     if cache is not None:
-        x = new("x", (batch.n_id.numel() if features else 0, cache.feature_dim), cache.dtype)
+        x = new("x", feature_shape(cache, batch.n_id) if features else (0, cache.feature_dim), cache.dtype)
         if features:
             cache.gather(batch.n_id, out=x)
     if labels is not None:

@@ -7,6 +7,7 @@ from typing import Any
 from conveyor.core import ConveyorError
 from conveyor.core.names import require_own_name
 from conveyor.partition import Graph
+from conveyor.partition.hetero import is_typed
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.protocol import Sampler, SamplerRecipe
 from conveyor.samplers.settings import SAMPLERS, SamplerSettings
@@ -34,8 +35,17 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
     (`graph.edge_attrs`) to draw neighbours by, in proportion to it, as PyG's `weight_attr`
     (samplers/weights.py); None draws them uniformly. `threads`: the torch CPU threads the sampler
     samples with (the caller's are restored after each call); auto: the fewest of torch's threads,
-    this process's cores and those idle now (core/cores.py: so more threads are never slower)."""
+    this process's cores and those idle now (core/cores.py: so more threads are never slower). A
+    typed graph (partition/hetero.py) is drawn by bsp relation by relation (samplers/typed.py;
+    `fanouts` one list for every relation, or a dict by edge type); the other samplers refuse it."""
     name = resolve_sampler_name(name, device)
+    if is_typed(graph):  # a heterogeneous graph: each relation drawn with its own fanouts
+        if name != "bsp":
+            raise ConveyorError(f"sampler={name} draws graphs of one node and edge type; sample this typed graph "
+                                f"({graph.name}) with sampler=bsp (or auto).")
+        from conveyor.samplers.typed import TypedSampler
+        return TypedSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr,
+                            threads=threads)
     if name == "bsp":
         from conveyor.samplers.bsp import BSPSampler
         return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr,
@@ -57,7 +67,7 @@ class SamplerSpec:
     picklable, so the pipeline's sampler stage builds the sampler itself, over its own view of the
     shared graph (nothing of the graph is pickled)."""
     name: str  # bsp | fused | pyg (or auto: resolved on the device it is built on)
-    fanouts: list
+    fanouts: list  # or, for a typed graph, a dict by edge type (samplers/typed.py)
     seed: int = 0
     deterministic: bool = SamplerSettings.deterministic
     once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)

@@ -149,6 +149,13 @@ class BSPSampler:
         self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
         return new
 
+    def draw(self, nodes: Tensor, hop: int):
+        """Hop `hop`'s draws for `nodes`: `sample_positions`' (positions, edges), row 1 of the
+        edges the owner's index into `nodes` (samplers/typed.py draws per relation instead)."""
+        start = self.indptr.index_select(0, nodes)
+        deg = self.indptr.index_select(0, nodes + 1).sub_(start)
+        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys)
+
     def sample(self, seeds) -> SampledBatch:
         with torch_threads(self.threads):
             return self._sample(seeds)
@@ -158,11 +165,9 @@ class BSPSampler:
         n_id, count = seeds, seeds.numel()
         self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
         counts, edges, positions = [count], [], []
-        for fanout in self.fanouts:  # every node of N_{h-1} samples again, independently (not once)
+        for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
-            start = self.indptr.index_select(0, n_id[first:])
-            deg = self.indptr.index_select(0, n_id[first:] + 1).sub_(start)
-            pos, hop = sample_positions(start, deg, fanout, self.generator, self.keys)
+            pos, hop = self.draw(n_id[first:], h)
             if first:
                 hop[1] += first
             nbrs = self.indices.index_select(0, pos)

@@ -18,10 +18,11 @@ from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
 from conveyor.core.extras import require_extra
 from conveyor.core.links import path_kind
-from conveyor.partition.datasets import OGB, check_root
+from conveyor.partition.datasets import OGB, TYPED, check_root
 from conveyor.partition.datasets.custom import check_folder
 from conveyor.partition.datasets.ogbn import check_ogb_installed
 from conveyor.partition.datasets.synthetic import check_synthetic_room
+from conveyor.samplers import resolve_sampler_name
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
@@ -30,8 +31,24 @@ CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes i
 PROBE_TRIES = 20  # another rank's probe may remove the folder this one is writing in, each time
 
 
+def check_typed(settings: TrainingSettings, device) -> None:
+    """A typed graph (data=mag, synthetic_mag) trains in one process, drawn by bsp: refused before any work."""
+    if settings.data.name not in TYPED:
+        return
+    if settings.run.world_size > 1:
+        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
+                            f"partitions are not typed); set run.world_size=1.")
+    if settings.task.name != "node":
+        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains task=node only for now; "
+                            f"set task=node (task=link learns on graphs of one node and edge type).")
+    if resolve_sampler_name(settings.sampler.name, device) != "bsp":
+        raise ConveyorError(f"sampler={settings.sampler.name} draws graphs of one node and edge type; sample "
+                            f"data={settings.data.name} (a typed graph) with sampler=bsp (or auto).")
+
+
 def check_machine(settings: TrainingSettings) -> None:
     device = resolve_device(settings.run.device)
+    check_typed(settings, device)
     check_world_size(settings.run.world_size, device)
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))

@@ -21,7 +21,7 @@ import torch
 from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
-from conveyor.partition import Graph
+from conveyor.partition import Graph, is_typed
 from conveyor.pipeline import batch_source
 from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, stream_seed
 from conveyor.samplers import SamplerSpec
@@ -38,6 +38,7 @@ from conveyor.trainer.loop.schedule import build_scheduler, step_scheduler
 from conveyor.trainer.models.adapter import unwrapped
 from conveyor.trainer.models.edges import edge_spec
 from conveyor.trainer.models.gcn import training_degree
+from conveyor.trainer.models.hetero import typed_model
 from conveyor.trainer.models.portable import portable_spec, with_weights
 from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.outputs.checkpoint import BEST, checkpoint_path, restore_weights, save_checkpoint
@@ -200,7 +201,9 @@ def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn
     """The model the settings describe (seeded by run.seed), or the one given; for task=link, as
     the encoder of a LinkModel whose output is model.hidden wide."""
     torch.manual_seed(settings.run.seed)
-    if model is None:
+    if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
+        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
+    elif model is None:
         out_dim = int(graph.num_classes) if link is None else settings.model.hidden
         model = build_model(settings.model, graph.x.size(1), out_dim, len(settings.sampler.fanouts))
     else:

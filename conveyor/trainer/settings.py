@@ -33,7 +33,7 @@ from conveyor.partition.settings import DataSettings, PartitionSettings
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.samplers.settings import SamplerSettings
 
-MODELS = ("sage", "gcn", "mlp")  # the built-in models (trainer/models/sampled.py)
+MODELS = ("sage", "gcn", "mlp", "rgcn")  # the built-in models (trainer/models/sampled.py; rgcn: models/hetero.py)
 INFERENCE = ("auto", "layerwise", "sampled")  # trainer/loop/layerwise.py
 GCN_DEGREES = ("batch", "graph")  # trainer/models/gcn.py
 PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/loop/precision.py
@@ -120,12 +120,15 @@ class ModelSettings(Section):
         "sage": "GraphSAGE (PyG SAGEConv, mean aggregation); one layer per fanout",
         "gcn": "GCN (PyG GCNConv) on the sampled subgraph, with self-loops",
         "mlp": "baseline that ignores the graph: the same depth over each node's own features",
+        "rgcn": "R-GCN for typed graphs (data=mag, synthetic_mag), as OGB's ogbn-mag example: per relation a "
+                "linear map of the mean of the in-neighbours, plus a root map per node type "
+                "(trainer/models/hetero.py); on a typed graph model=sage is PyG's to_hetero(GraphSAGE)",
         "gat": "GAT: PyG's torch_geometric.nn.GAT, run layer by layer over the sampled hops "
                "(trainer/models/adapter.py). "
                "Any class works the same way: model._target_=my.module.Class (docs/design.md §5, the contract)."}
 
-    name: str = setting(REQUIRED, "the model (the option chosen in group model): sage, gcn or mlp, or any name "
-                                "for a model._target_", text())
+    name: str = setting(REQUIRED, "the model (the option chosen in group model): sage, gcn, mlp or rgcn, or any "
+                                "name for a model._target_", text())
     hidden: int = setting(256, "hidden_channels: each hidden layer's width (GAT: over all heads)", integer(1))
     dropout: float = setting(0.5, "between layers", number(0, 1, high_open=True))
     input_dropout: float = setting(0.0, "on the raw features (the Planetoid YAMLs set 0.5)",

@@ -9,6 +9,9 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 - `synthetic`: a products-shaped power-law graph of any size; options `scale` (1.0 = products'
   size), `seed`, `num_features`, `num_classes` (synthetic.py). Cached under `<root>/synthetic/`.
 - `custom`: your own arrays in a directory; options `path`, `undirected`, `num_classes` (custom.py).
+- `mag`: ogbn-mag through `ogb` (a typed graph: papers, authors, institutions, fields; mag.py).
+- `synthetic_mag`: an ogbn-mag-shaped typed graph of any size; options `scale`, `seed`,
+  `num_features`, `num_classes` (synthetic_mag.py). Typed graphs: partition/hetero.py.
 - `memory`: a graph handed over in Python (`conveyor.fit(graph_or_data)`); nothing to load.
 """
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pathlib import Path
 from conveyor.core.errors import ConveyorError
 from conveyor.partition.datasets.common import check_options
 from conveyor.partition.graph import Graph
+from conveyor.partition.hetero import is_typed
 
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
-DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory")
+TYPED = ("mag", "synthetic_mag")  # typed graphs (partition/hetero.py)
+DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory") + TYPED
 
 
 def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
@@ -45,7 +50,7 @@ def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
         raise ConveyorError(f"dataset {key!r} needs a root directory to keep its files in "
                             f"(data.root in the config).")
     root = check_root(root)
-    return load(key, root) if key in PLANETOID + OGB else load(root, **options)
+    return load(key, root) if key in PLANETOID + OGB else load(root, **options)  # mag: load(root)
 
 
 def loader(key: str):
@@ -59,6 +64,12 @@ def loader(key: str):
     if key in OGB:
         from conveyor.partition.datasets.ogbn import load_ogb
         return load_ogb
+    if key == "mag":
+        from conveyor.partition.datasets.mag import load_mag
+        return load_mag
+    if key == "synthetic_mag":
+        from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
+        return load_synthetic_mag
     from conveyor.partition.datasets.synthetic import load_synthetic
     return load_synthetic
 
@@ -84,13 +95,17 @@ def load_configured(data) -> Graph:
     root = data.root_folder() if data.name != "custom" else None  # custom reads data.path
     graph = check_trainable(load_dataset(data.name, root=root, **data.options()), data.name)
     if data.normalize_features:  # as PyG's NormalizeFeatures: rows sum to 1
-        graph.x = graph.x / graph.x.sum(1, keepdim=True).clamp(min=1e-12)
+        normalize = lambda x: x / x.sum(1, keepdim=True).clamp(min=1e-12)  # noqa: E731
+        if is_typed(graph):
+            graph.typed = {k: normalize(v) if k.startswith("x.") else v for k, v in graph.typed.items()}
+        else:
+            graph.x = normalize(graph.x)
     return graph
 
 
 def check_trainable(graph: Graph, name: str) -> Graph:
     """The graph, once checked to have features, labels, a class count and training nodes."""
-    if graph.x is None or graph.y is None:
+    if (graph.x is None and not is_typed(graph)) or graph.y is None:  # a typed graph's may be per type, or none
         raise ConveyorError(f"dataset {name!r} has no node features or labels; training "
                             f"needs both (x and y).")
     if graph.num_classes is None:

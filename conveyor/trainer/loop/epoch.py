@@ -16,7 +16,7 @@ from conveyor.core import ConveyorError
 from conveyor.trainer.loop.interrupts import raise_if_stop_requested
 from conveyor.trainer.loop.loss import default_loss, targets
 from conveyor.trainer.loop.meter import DeviceMeter
-from conveyor.trainer.models.edges import model_edges
+from conveyor.trainer.models.edges import batch_inputs
 
 
 def train_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
@@ -34,9 +34,8 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
-        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers(), **extra, **model_edges(model, pb))
+            out = model(pb.x.float(), pb.batch.layers(), **batch_inputs(model, pb, degree))
             loss = loss_fn(out, targets(pb.y))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -102,9 +101,8 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
     meter = DeviceMeter()
     for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
         raise_if_stop_requested()
-        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         with autocast():
-            out = model(pb.x.float(), pb.batch.layers(), **extra, **model_edges(model, pb))
+            out = model(pb.x.float(), pb.batch.layers(), **batch_inputs(model, pb, degree))
             loss = loss_fn(out, targets(pb.y))
         meter.add(out, pb.y, loss)
         del pb, out, loss

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
+from conveyor.partition.hetero import flat_features, is_typed
 from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
 from conveyor.trainer.models.adapter import PerHopGNN, unwrapped
 from conveyor.trainer.models.edges import edge_inputs
@@ -100,10 +101,11 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
             inputs, outputs = outputs, None
         if batch.x is not None:  # gathered by the pipeline, through the cache (in its dtype already)
             x = batch.x.to(device).float()
-        else:
-            x = inputs[batch.rows]
+        else:  # a typed graph's features: flat, as its cache gathers them (cache/typed.py)
+            x = flat_features(graph, batch.n_id) if is_typed(graph) and batch.layer == 0 else inputs[batch.rows]
             x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
         extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
+        extra.update({"n_id": batch.n_id.to(device)} if getattr(model, "takes_n_id", False) else {})
         extra.update({n: graph.edge_attrs[n][batch.positions.cpu()].to(device) for n in edge_names})
         with autocast():
             out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)

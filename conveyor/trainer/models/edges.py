@@ -1,5 +1,6 @@
-"""Edge features for the models that take them: PyG's two names, `edge_weight` (a scalar per edge:
-GCNConv, GraphConv) and `edge_attr` (a vector per edge: GATConv with `edge_dim`, GINEConv, ...).
+"""Edge features for the models that take them: PyG's names, `edge_weight` (a scalar per edge:
+GCNConv, GraphConv), `edge_attr` (a vector per edge: GATConv with `edge_dim`, GINEConv, ...) and
+`edge_type` (each edge's relation: RGCNConv, a typed graph's models, trainer/models/hetero.py).
 
 A model takes one when its layers do: a stock `BasicGNN` says so itself (`supports_edge_weight`,
 `supports_edge_attr`; conveyor's GCN takes `edge_weight`), a module of one's own by naming it in its
@@ -19,7 +20,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec
 
-EDGE_INPUTS = ("edge_weight", "edge_attr")
+EDGE_INPUTS = ("edge_weight", "edge_attr", "edge_type")  # edge_type: a typed graph's relations (models/hetero.py)
 
 
 def edge_inputs(model: nn.Module) -> Tuple[str, ...]:
@@ -70,3 +71,14 @@ def model_edges(model: nn.Module, prepared) -> Dict[str, List[Tensor]]:
 def layer_inputs(edges: Dict[str, List[Tensor]], layer: int) -> Dict[str, Tensor]:
     """Layer `layer`'s edge inputs (those a conv takes: edge_weight, edge_attr)."""
     return {n: values[layer] for n, values in edges.items() if n in EDGE_INPUTS}
+
+
+def batch_inputs(model: nn.Module, prepared, degree=None) -> dict:
+    """What the trainer hands `model`'s forward besides x and the layers: the nodes' whole-graph
+    degrees (`degree`, by node: model.gcn_degrees=graph), its edge inputs per layer, and the
+    batch's n_id for a model that reads it (`takes_n_id`: a typed graph's, trainer/models/hetero.py)."""
+    inner = model.module if isinstance(model, DistributedDataParallel) else model
+    extra = {} if degree is None else {"degree": degree[prepared.batch.n_id.to(degree.device)]}
+    if getattr(inner, "takes_n_id", False):
+        extra["n_id"] = prepared.batch.n_id
+    return {**extra, **model_edges(model, prepared)}

@@ -69,5 +69,8 @@ def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int
     """`model._target_` (any class, by Hydra; trainer/models/adapter.py), else the built-in `model.name`."""
     if model._target_ is not None:
         return model_from_target(model, in_dim, out_dim, num_layers)
+    if model.name == "rgcn":
+        raise ConveyorError("model=rgcn (R-GCN) trains typed graphs: data=mag, data=synthetic_mag, or a HeteroData "
+                            "given to conveyor.fit; for a graph of one node type use model=sage, gcn or gat.")
     return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout,
                       model.uses_fast_dropout())
