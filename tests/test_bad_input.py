@@ -58,7 +58,7 @@ from tests.helpers import launch, make_config, refusal
     ("data.scale=abc", ["data.scale must be a number in (0, 64]"]),
     ("run.out_dir=${nope}", ["run.out_dir cannot be resolved", "nope"]),
     # Hydra's own errors, in one paragraph
-    ("model=gatv3", ["unknown model option 'gatv3'", "choose one of gat, gcn, mlp, sage"]),
+    ("model=gatv3", ["unknown model option 'gatv3'", "choose one of gat, gcn, mlp, rgcn, sage"]),
     ("sampler=fusd", ["unknown sampler option 'fusd' (did you mean fused?)"]),
     ("trainer.epoch=3", ["unknown config key trainer.epoch", "did you mean trainer.epochs?"]),
     ("trainer.lr=[", ["cannot parse the override 'trainer.lr=['"]),
@@ -67,7 +67,7 @@ from tests.helpers import launch, make_config, refusal
     ("pipeline.pace=[1]", ["cannot set pipeline.pace=[1]: pipeline.pace is a group of keys (interval, ",
                            "e.g. pipeline.pace.interval=VALUE"]),
     ("model={a:1}", ["cannot set model={a:1}: model takes the name of one option, one of gat, gcn, "
-                     "mlp, sage", "model.KEY=VALUE"]),  # was "unknown config key model"
+                     "mlp, rgcn, sage", "model.KEY=VALUE"]),  # was "unknown config key model"
     ("data=[1]", ["cannot set data=[1]: data takes the name of one option"]),  # was a TypeError
 ])
 def test_bad_config_is_refused_naming_the_key(tmp_path, override, words):
@@ -160,7 +160,7 @@ def test_a_read_only_checkpoints_folder(tmp_path):
 
 
 @pytest.mark.parametrize("override, words", [
-    ("model=gatv3", ["unknown model option 'gatv3'", "gat, gcn, mlp, sage"]),  # Hydra's own error
+    ("model=gatv3", ["unknown model option 'gatv3'", "gat, gcn, mlp, rgcn, sage"]),  # Hydra's own error
     ("+trainer.epoch=3", ["did you mean trainer.epochs?"]),
     ("trainer.eval_every=0", ["trainer.eval_every"]),
 ])

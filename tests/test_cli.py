@@ -59,7 +59,7 @@ def test_help_gives_each_key_its_default_and_meaning():
     assert "PyG's NormalizeFeatures" in line_of(shown, "data.normalize_features=true")
     assert "Device memory auto leaves free" in line_of(shown, "cache.reserve=1GiB")
     assert line_of(shown, "* cora").split()[2:4] == ["Planetoid", "cora,"]
-    assert line_of(shown, "* serial")  # cora picks pipeline=serial
+    assert "serial where they cannot" in line_of(shown, "* auto")  # pipeline=auto: serial on cora
     assert "conveyor: error:" in launch("model=gatv3", "--help").stderr
 
 
