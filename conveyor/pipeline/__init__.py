@@ -71,11 +71,11 @@ def batch_source(graph: Graph, sampler, features, device, settings: PipelineSett
     run (pipeline/room.py)."""
     check_parts(sampler, features, attributes)
     name, why = settings.choose(graph)
-    log.info("pipeline: %s (%s)", name, why)
     settings = settings.resolved(graph)
     threads, how = settings.sampling_threads()
     where = "in the sampler process" if settings.name == "async" else "in the trainer's process, between steps"
-    log.info("sampling: %d torch thread%s (%s), %s", threads, "s" * (threads > 1), how, where)
+    log.info("pipeline: %s (%s); sampling: %d torch thread%s (%s), %s", name, why, threads, "s" * (threads > 1),
+             how, where)  # one start-up line: the console's summary stays short
     settings = dataclasses.replace(settings, sampler_threads=threads)  # chosen once: a restart keeps it
     if settings.name == "async":
         return AsyncBatches(graph, sampler, features, device, settings, batch_ratio, recorder, attributes, batch_size)
