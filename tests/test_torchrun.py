@@ -25,14 +25,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def agent(port: int, root: Path, out_dir: Path, log: Path) -> subprocess.Popen:
-    """One torchrun agent, as on one machine of two: the rendezvous at 127.0.0.1:port."""
+def agent(port: int, root: Path, out_dir: Path, log: Path, core: int) -> subprocess.Popen:
+    """One torchrun agent, as on one machine of two: the rendezvous at 127.0.0.1:port, on its own
+    `core` (each rank then trains with one torch thread, as each of the spawned run's two ranks on
+    this machine does: another thread count sums in another order, and Adam moves the weights
+    apart)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-agents",
                "--local-addr", "127.0.0.1", str(REPO / "launch.py"), *RUN, f"data.root={root}",
                f"run.out_dir={out_dir}"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    cores = sorted(os.sched_getaffinity(0))
+    return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cores[core % len(cores)]}))
 
 
 def test_two_torchrun_agents_train_as_one_machine_with_two_ranks(data_root, tmp_path):
@@ -40,7 +45,7 @@ def test_two_torchrun_agents_train_as_one_machine_with_two_ranks(data_root, tmp_
     root.mkdir()
     (root / "Cora").symlink_to(data_root / "Cora")
     port, logs = free_port(), [tmp_path / f"agent{i}.log" for i in range(2)]
-    agents = [agent(port, root, tmp_path / "torchrun", log) for log in logs]
+    agents = [agent(port, root, tmp_path / "torchrun", log, core) for core, log in enumerate(logs)]
     try:
         codes = [a.wait(timeout=500) for a in agents]
     finally:

@@ -39,6 +39,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conveyor.core import ConveyorError
+from conveyor.core.cores import usable_cores
 from conveyor.core.device import resolve_device
 from conveyor.partition.configured import make_partitions
 from conveyor.partition.datasets import load_configured
@@ -82,8 +83,9 @@ def join_group(settings, rank: int, world_size: int, local_rank: int, local_worl
     device = rank_device(settings, local_rank, local_world_size)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    # The ranks on one machine share its cores; more threads than cores each would thrash.
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world_size))
+    # The ranks on one machine share the cores this process may run on (its affinity: a container's
+    # or taskset's cores, not the machine's); more threads than cores each would thrash.
+    torch.set_num_threads(max(1, len(usable_cores()) // local_world_size))
     timeout = datetime.timedelta(seconds=float(settings.run.dist_timeout_s))
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank,
                             world_size=world_size, timeout=timeout)
