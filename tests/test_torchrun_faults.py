@@ -154,3 +154,14 @@ def test_a_rank_that_failed_is_named_with_its_own_words(store):
     with beating(peers, 1, 2):  # every rank beats: none died, but rank 1 says it failed
         assert watch.explain() == ("rank 1 of 3 (hostA, pid 11) failed (ConveyorError: the disk is full), so rank "
                                    "0 stops too (every rank of a DDP job must). Resume.")
+
+
+def test_a_closed_watch_never_ends_the_process(store):
+    """A run that ended closes its watch; the store may then go with its agent while the watch's
+    thread is on its beat: that must not end the process (exit 1 after a finished run; it once
+    ended this test session)."""
+    watch, _ = store
+    watch.close()
+    watch.stop_unless_closed(lambda: pytest.fail("a closed watch stopped the process"))
+    watch.thread.join(timeout=5)
+    assert not watch.thread.is_alive()

@@ -22,6 +22,7 @@ on. The thread beats while the main thread computes (every op that takes long re
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import os
@@ -89,17 +90,25 @@ class RankWatch:
     def _beat(self) -> None:
         while not self.stopped.wait(BEAT_S):
             if not self.store_alive():
-                self.stop(self.store_gone())
+                self.stop_unless_closed(self.store_gone)
                 return
             try:
                 self.store.add(f"beat/{self.rank}", 1)
                 dead = self.stale(STALE_S)
             except Exception:  # noqa: BLE001 -- a store that has just gone raises anything
-                self.stop(self.store_gone())
+                self.stop_unless_closed(self.store_gone)
                 return
-            if dead and not self.stopped.is_set():
-                self.stop(self.describe(dead, f"stopped answering {STALE_S:.0f} s ago"))
+            if dead:
+                how = f"stopped answering {STALE_S:.0f} s ago"
+                self.stop_unless_closed(functools.partial(self.describe, dead, how))
                 return
+
+    def stop_unless_closed(self, paragraph) -> None:
+        """stop() with `paragraph()`, unless this rank closed its watch meanwhile: a run that ended
+        may see the store go with its agent while this thread was still on its beat, and must
+        still exit 0."""
+        if not self.stopped.is_set():
+            self.stop(paragraph())
 
     def stale(self, after_s: float) -> list:
         """The ranks whose counter has not moved for `after_s` seconds."""
