@@ -63,8 +63,12 @@ class RankWatch:
         self.thread.start()
 
     def close(self, finished: bool = True) -> None:
-        """Stop beating; `finished`: this rank ended its run, so the others do not wait for it."""
+        """Stop beating; `finished`: this rank ended its run, so the others do not wait for it.
+        The beat under way is waited for: a thread still inside the store's C++ client when the
+        interpreter ends aborts the process (SIGABRT, "terminate called without an active exception")."""
         self.stopped.set()
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout=STORE_TIMEOUT_S + BEAT_S)
         if finished:
             try:
                 self.store.set(f"done/{self.rank}", "1")
