@@ -26,9 +26,13 @@ def distinct_seeds(seeds: Tensor) -> Tensor:
     if not has_repeats(seeds):
         return seeds
     distinct, which = torch.unique(seeds, return_inverse=True)
-    first = torch.full((distinct.numel(),), seeds.numel(), dtype=torch.long)
-    first.scatter_reduce_(0, which, torch.arange(seeds.numel()), "amin")
-    return seeds[first.sort().values]
+    return seeds[first_places(which, distinct.numel()).sort().values]
+
+
+def first_places(which: Tensor, count: int) -> Tensor:
+    """For each of `count` values, the first place in `which` (a value per place) that holds it."""
+    first = torch.full((count,), which.numel(), dtype=torch.long, device=which.device)
+    return first.scatter_reduce_(0, which, torch.arange(which.numel(), device=which.device), "amin")
 
 
 def with_repeated_seeds(data: Data, seeds: Tensor, layout: BatchLayout) -> Data:
@@ -36,8 +40,7 @@ def with_repeated_seeds(data: Data, seeds: Tensor, layout: BatchLayout) -> Data:
     place as `seeds` gives them (module doc)."""
     distinct = int(data.batch_size)
     copy_of = place_in(data.n_id[:distinct], seeds.to(data.n_id.device))  # each given seed's place among the distinct
-    first_place = torch.full((distinct,), seeds.numel(), dtype=torch.long, device=copy_of.device)
-    first_place.scatter_reduce_(0, copy_of, torch.arange(seeds.numel(), device=copy_of.device), "amin")
+    first_place = first_places(copy_of, distinct)
     rest = torch.arange(distinct, data.n_id.numel(), device=copy_of.device)
     node_order = torch.cat([copy_of, rest])  # new node -> old node
     new_place = torch.cat([first_place, rest - distinct + seeds.numel()])  # old node -> new node
