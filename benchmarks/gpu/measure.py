@@ -56,10 +56,11 @@ def graph_args(ctx: Context) -> list[str]:
 # -- sampling ----------------------------------------------------------------------------------
 
 def sampling_rows(ctx: Context) -> list[str]:
-    """The rows: [15, 10, 5] at 1024 and 4096 seeds (the dry run: [5, 5] at 64), 20 timed batches."""
+    """The rows: [15, 10, 5] at 1024 and 4096 seeds (the dry run: [5, 5] at 64, one round), 20
+    timed batches, the median of 3 interleaved rounds."""
     if ctx.tiny:
-        return ["--batches", "2", "--fanouts", "5,5", "--batch-sizes", "64"]
-    return ["--batches", "20", "--fanouts", "15,10,5", "--batch-sizes", "1024,4096"]
+        return ["--batches", "2", "--fanouts", "5,5", "--batch-sizes", "64", "--rounds", "1"]
+    return ["--batches", "20", "--fanouts", "15,10,5", "--batch-sizes", "1024,4096", "--rounds", "3"]
 
 
 def headline_row(ctx: Context) -> tuple[list[int], int]:
