@@ -93,6 +93,7 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     model.eval()
     plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
     takes_degrees = takes_degree(model, model.inference_per_layer)
+    takes_adjacency = "adjacency" in inspect.signature(model.inference_per_layer).parameters
     degree = graph_degree(graph, degree_weight(model, graph)) if takes_degrees else None
     edge_names = layer_edge_inputs(model, graph)
     inputs = outputs = graph.x  # layer 1 reads the features, by global id
@@ -106,6 +107,7 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
             x = (x.to(feature_dtype) if feature_dtype is not None and batch.layer == 0 else x).to(device).float()
         extra = {} if degree is None else {"degree": degree[batch.n_id].to(device)}
         extra.update({"n_id": batch.n_id.to(device)} if getattr(model, "takes_n_id", False) else {})
+        extra.update({"adjacency": batch.adjacency} if takes_adjacency and batch.adjacency is not None else {})
         extra.update({n: graph.edge_attrs[n][batch.positions.cpu()].to(device) for n in edge_names})
         with autocast():
             out = model.inference_per_layer(batch.layer, x, batch.edge_index.to(device), batch.num_dst, **extra)

@@ -6,8 +6,10 @@ Every evaluation of a run walks the same nodes through the same batches: the tar
 (the nodes within L - i hops of the evaluated ones) and, for each batch of them, all their
 in-edges, relabelled to the batch's own ids. Relabelling (a `unique` over each batch's sources)
 was half of an evaluation's time on the default run; a kept plan pays it once, at the first
-evaluation (drawn as it goes). A plan is kept when its edges fit `KEEP_EDGES` (int32 on the host: ~8 bytes an edge,
-~400 MB at the limit); a bigger one (ogbn-products, papers100m) is drawn again each time.
+evaluation (drawn as it goes), and keeps each batch's CSR structure, so that the layers' sparse
+products (trainer/models/sparse.py) reuse it at every evaluation. A plan is kept when its edges fit
+`KEEP_EDGES` (on the host: 8 bytes an edge, 16 once a SAGE or GCN layer has added each target's own
+entry; 400-800 MB at the limit); a bigger one (ogbn-products, papers100m) is drawn again each time.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from torch import Tensor
 from conveyor.partition import Graph
 from conveyor.partition.expansion import in_neighbour_chunks
 from conveyor.samplers import build_sampler
+from conveyor.trainer.models.sparse import Adjacency
+from conveyor.trainer.models.sparse import adjacency as sparse_adjacency
 
 KEEP_EDGES = 50_000_000  # graph edges x layers
 
@@ -34,6 +38,7 @@ class LayerBatch:
     num_dst: int
     x: Optional[Tensor] = None  # layer 0: n_id's features as the pipeline gathered them (else read by rows)
     positions: Optional[Tensor] = None  # the edges' CSC positions: their attributes' rows (edge_weight, edge_attr)
+    adjacency: Optional[Adjacency] = None  # edge_index's CSR structure, where the plan keeps it
 
 
 def reached_nodes(graph: Graph, nodes: Tensor, hops: int) -> List[Tensor]:
@@ -72,8 +77,8 @@ class LayerwisePlan:
     def __iter__(self) -> Iterator[LayerBatch]:
         if self.kept is None:
             return self.draw_and_keep() if self.keep else self.draw()
-        return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.edge_index.long(), b.num_dst, None,
-                           None if b.positions is None else b.positions.long()) for b in self.kept)
+        return (LayerBatch(b.layer, b.start, b.n_id, b.rows, b.adjacency.edge_index(), b.num_dst, None,
+                           b.positions, b.adjacency) for b in self.kept)
 
     def draw_and_keep(self) -> Iterator[LayerBatch]:
         """The first pass draws the batches as it goes (its progress bar counts the drawing too)."""
@@ -94,10 +99,14 @@ class LayerwisePlan:
 
     @staticmethod
     def compact(batch: LayerBatch) -> LayerBatch:
-        """Kept in int32 where ids fit (they do below 2^31 nodes): half the memory."""
-        narrow = torch.int32 if batch.n_id.numel() < 2 ** 31 else torch.int64
-        return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, batch.edge_index.to(narrow), batch.num_dst,
-                          None, batch.positions)
+        """Kept as the CSR structure the layers' sparse products read (trainer/models/sparse.py),
+        built once: no more memory than the edge list it replaces, which is rebuilt from it (in
+        its slot order, the positions with it)."""
+        adjacency = sparse_adjacency(batch.edge_index, batch.num_dst, batch.n_id.numel())
+        positions = None if batch.positions is None else adjacency.in_slot_order(batch.positions)
+        adjacency.order = None  # the rebuilt edge list is in slot order
+        return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, None, batch.num_dst, None, positions,
+                          adjacency)
 
 
 class PipelinePlan:

@@ -14,7 +14,6 @@ keys (`dropout`, and the class's own).
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import torch
 from torch import Tensor, nn
@@ -26,6 +25,8 @@ from conveyor.core.errors import one_line
 from conveyor.trainer.models.dropout import dropout
 from conveyor.trainer.models.edges import layer_inputs
 from conveyor.trainer.models.gcn import gcn_layer
+from conveyor.trainer.models.sparse import Adjacency
+from conveyor.trainer.models.sparse import adjacency as sparse_adjacency
 
 # Layers that take (source features, target features): they compute only the num_dst targets.
 # Any other layer (GCNConv has no bipartite form) runs on all num_src nodes, then keeps the targets.
@@ -53,7 +54,8 @@ class PerHopForward(nn.Module):
         x = dropout(x, self.input_dropout, self.training, self.fast_dropout)
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
             extra = {} if degree is None else {"degree": degree[:num_src]}
-            x = self.inference_per_layer(i, x[:num_src], edge_index, num_dst, **extra, **layer_inputs(edges, i))
+            x = x[:num_src] if x.size(0) != num_src else x  # a whole slice still costs a copy in backward
+            x = self.inference_per_layer(i, x, edge_index, num_dst, **extra, **layer_inputs(edges, i))
         return x
 
 
@@ -74,17 +76,18 @@ class PerHopGNN(PerHopForward):
         return self.gnn.num_layers
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
-                            degree: Tensor | None = None, **edges) -> Tensor:
+                            degree: Tensor | None = None, adjacency: Adjacency | None = None, **edges) -> Tensor:
         """BasicGNN's own `inference_per_layer`, but bipartite where the layer allows it (only the
         `batch_size` targets are computed) and with its dropout while training, so that
-        `forward` runs hop by hop through it. `degree`: as SampledGNN's (trainer/models/gcn.py);
-        `edges`: this layer's edge_weight and/or edge_attr, handed to the conv as BasicGNN does."""
+        `forward` runs hop by hop through it. `degree` and `adjacency`: as SampledGNN's
+        (trainer/models/gcn.py, sparse.py); `edges`: this layer's edge_weight and/or edge_attr,
+        handed to the conv as BasicGNN does."""
         gnn = self.gnn
         conv, norm = gnn.convs[layer], gnn.norms[layer]
         if isinstance(conv, GCNConv):
-            x = gcn_layer(conv, x, edge_index, batch_size, degree, edges.get("edge_weight"))
+            x = gcn_layer(conv, x, edge_index, batch_size, degree, edges.get("edge_weight"), adjacency)
         elif isinstance(conv, BIPARTITE):
-            x = bipartite_layer(conv, x, edge_index, batch_size, **conv_edges(gnn, edges))
+            x = bipartite_layer(conv, x, edge_index, batch_size, adjacency, **conv_edges(gnn, edges))
         else:
             x = conv(x, edge_index, **conv_edges(gnn, edges))[:batch_size]
         if layer < gnn.num_layers - 1:
@@ -101,29 +104,18 @@ def conv_edges(gnn: BasicGNN, edges: dict) -> dict:
     return {name: value for name, value in edges.items() if takes.get(name)}
 
 
-def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int, **edges) -> Tensor:
+def bipartite_layer(conv, x: Tensor, edge_index: Tensor, num_dst: int, adjacency: Adjacency | None = None,
+                    **edges) -> Tensor:
     """`conv` from the sources `x` to the first `num_dst` of them. Without autograd (evaluation)
-    on the CPU, a SAGEConv sums by a sparse CSR product (PyG's spmm), the same sums 3-5x faster
+    on the CPU, a SAGEConv sums by a sparse CSR product (PyG's spmm; `adjacency`: edge_index's
+    structure, trainer/models/sparse.py, where the caller keeps it), the same sums 3-5x faster
     than gathering every edge's source row (on this CPU: 0.26-0.43 against 1.33-1.42 s for 250K
-    edges at width 256); training keeps the edge list, whose backward is PyG's usual."""
+    edges at width 256); training keeps the edge list, whose backward is PyG's usual, as a
+    user's model was written (conveyor's own SAGE layers train on the product: sparse.py)."""
     if isinstance(conv, SAGEConv) and not torch.is_grad_enabled() and x.device.type == "cpu":
-        edge_index = csr_adjacency(edge_index, num_dst, x.size(0))
+        adjacency = adjacency or sparse_adjacency(edge_index, num_dst, x.size(0))
+        edge_index = adjacency.matrix(torch.ones(adjacency.col.numel(), device=x.device))
     return conv((x, x[:num_dst]), edge_index, **edges)
-
-
-def csr_adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Tensor:
-    """The [num_dst, num_src] adjacency as a torch CSR tensor: one stable sort by target (cheap
-    where the sampler lists each target's in-edges together, as bsp does: 75 ms for 1.5M edges on
-    this CPU; PyG's to_torch_csr_tensor coalesces, which cost 5x the product itself). No host read
-    of a device value: the loop's figures stay on the device (tests/test_loop.py)."""
-    src, dst = edge_index
-    order = torch.argsort(dst, stable=True)
-    src, dst = src[order], dst[order]
-    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
-    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
-    with warnings.catch_warnings():  # torch's "CSR support is in beta": PyG's spmm is the user here
-        warnings.filterwarnings("ignore", message="Sparse (CSR tensor support is in beta|invariant checks)")
-        return torch.sparse_csr_tensor(crow, src, torch.ones(src.numel(), device=src.device), (num_dst, num_src))
 
 
 class EdgeIndexGNN(nn.Module):

@@ -19,6 +19,8 @@ from torch_geometric.nn import GCNConv
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.trainer.models.edges import edge_inputs
+from conveyor.trainer.models.sparse import Adjacency, can_sum_sparse, gcn_propagate
+from conveyor.trainer.models.sparse import adjacency as sparse_adjacency
 
 
 def graph_degree(graph: Graph, weight: Tensor | None = None) -> Tensor:
@@ -55,26 +57,30 @@ def training_degree(gcn_degrees: str, graph: Graph, model: torch.nn.Module, devi
 
 
 def gcn_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, degree: Tensor | None,
-              edge_weight: Tensor | None = None) -> Tensor:
+              edge_weight: Tensor | None = None, adjacency: Adjacency | None = None) -> Tensor:
     """`conv`'s output at the first `num_dst` rows of `x` (the targets, whose in-edges
     `edge_index` holds: row 0 sources, row 1 targets, local ids), its edges weighed by
     `edge_weight` where given. `degree`: the whole-graph in-degree (graph_degree, weighted as the
-    edges are) of each row of `x`; None: GCNConv's own, over `edge_index`."""
+    edges are) of each row of `x`; None: GCNConv's own, over `edge_index`. With `degree`, the sums
+    are a sparse-matrix product on the CPU (trainer/models/sparse.py; `adjacency`: edge_index's
+    structure where the caller keeps it)."""
     if degree is None or not conv.normalize:
         return conv(x, edge_index, edge_weight)[:num_dst]
-    kept = edge_index[0] != edge_index[1] if conv.add_self_loops else slice(None)
-    src, dst = edge_index[:, kept]
+    src, dst = edge_index[0].long(), edge_index[1].long()
     fill = (2.0 if conv.improved else 1.0) if conv.add_self_loops else 0.0
     deg = degree.to(x.device, x.dtype) + fill
     norm = deg.pow(-0.5).masked_fill(deg == 0, 0.0)  # as gcn_norm: no edges, no weight
     weight = norm[src] * norm[dst]
     if edge_weight is not None:
-        weight = weight * edge_weight[kept].to(weight.dtype)
-    if conv.add_self_loops:  # the targets' own: fill / deg
-        loops = torch.arange(num_dst, device=x.device)
-        src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
-        weight = torch.cat([weight, fill * norm[:num_dst] ** 2])
+        weight = weight * edge_weight.to(weight.dtype).view(-1)
+    if conv.add_self_loops:  # a target's own term is fill / deg, in place of any self-loop edge
+        weight = weight.masked_fill(src == dst, 0.0)
+    own = fill * norm[:num_dst] ** 2
+    if can_sum_sparse(x):
+        adjacency = adjacency or sparse_adjacency(edge_index, num_dst, x.size(0))
+        return gcn_propagate(conv, x, adjacency, adjacency.in_slot_order(weight), own)
     h = conv.lin(x)
-    out = conv.propagate(torch.stack([src, dst]), x=(h, h[:num_dst]), edge_weight=weight,
-                         size=(h.size(0), num_dst))
+    loops = torch.arange(num_dst, device=x.device)
+    out = conv.propagate(torch.stack([torch.cat([src, loops]), torch.cat([dst, loops])]), x=(h, h[:num_dst]),
+                         edge_weight=torch.cat([weight, own]), size=(h.size(0), num_dst))
     return out + conv.bias if conv.bias is not None else out

@@ -6,14 +6,14 @@ Because every hop's node set is a prefix of the next, target ids are valid sourc
 """
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from conveyor.core import ConveyorError
-from conveyor.trainer.models.adapter import PerHopForward, bipartite_layer, model_from_target
-from conveyor.trainer.models.dropout import dropout
+from conveyor.trainer.models.adapter import PerHopForward, model_from_target
+from conveyor.trainer.models.dropout import relu_dropout
 from conveyor.trainer.models.gcn import gcn_layer
+from conveyor.trainer.models.sparse import Adjacency, gcn_batch_layer, sage_layer
 from conveyor.trainer.settings import MODELS, ModelSettings
 
 
@@ -47,21 +47,26 @@ class SampledGNN(PerHopForward):
         return ("edge_weight",) if self.kind == "gcn" else ()
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int,
-                            degree: Tensor | None = None, edge_weight: Tensor | None = None) -> Tensor:
+                            degree: Tensor | None = None, edge_weight: Tensor | None = None,
+                            adjacency: Adjacency | None = None) -> Tensor:
         """Layer `layer` alone, from the features `x` of its sources (targets first) to its first
         `batch_size` targets, with the activation and dropout after it (dropout only while
         training). PyG's BasicGNN name: `forward` runs it hop by hop, layer-wise inference
         (trainer/loop/layerwise.py) layer by layer over the whole graph. `degree`: the whole graph's
-        in-degree of each row of `x`, for GCN's normalisation (trainer/models/gcn.py)."""
+        in-degree of each row of `x`, for GCN's normalisation (trainer/models/gcn.py).
+        `adjacency`: edge_index's CSR structure where the caller keeps it (trainer/models/sparse.py:
+        SAGE and GCN sum by a sparse-matrix product on the CPU)."""
         conv = self.layers[layer]
         if self.kind == "sage":
-            x = bipartite_layer(conv, x, edge_index, batch_size)
+            x = sage_layer(conv, x, edge_index, batch_size, adjacency)
+        elif self.kind == "gcn" and degree is None:
+            x = gcn_batch_layer(conv, x, edge_index, batch_size, edge_weight, adjacency)
         elif self.kind == "gcn":
-            x = gcn_layer(conv, x, edge_index, batch_size, degree, edge_weight)
+            x = gcn_layer(conv, x, edge_index, batch_size, degree, edge_weight, adjacency)
         else:  # mlp: the same depth, but each node sees only its own features
             x = conv(x[:batch_size])
         if layer < len(self.layers) - 1:
-            x = dropout(F.relu(x), self.dropout, self.training, self.fast_dropout)
+            x = relu_dropout(x, self.dropout, self.training, self.fast_dropout)
         return x
 
 

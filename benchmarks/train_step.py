@@ -1,0 +1,165 @@
+"""The CPU training step of the built-in GraphSAGE and GCN (trainer/models/sparse.py: sums by a
+sparse-matrix product) against the same model on PyG's stock layers, on the same batches.
+
+    python -m benchmarks.train_step --data-root data --scale 0.05 --threads 1,2
+
+Batches of the synthetic products-shaped graph (--fanouts, --batch-size seeds, drawn by bsp). Per
+model, two with the same initial weights: conveyor's `SampledGNN` and PyG's stock
+`GraphSAGE`/`GCN` run hop by hop through `PerHopGNN` (each layer PyG's own `SAGEConv`/`GCNConv`
+forward: gather every edge's source row, scatter into the targets; the structure the built-in
+models had before, so the two differ only in the layers' sums). Their outputs on the first batch
+are checked equal (1e-4) before anything is timed. A step: forward, cross-entropy on the seeds,
+backward, an Adam step; both use conveyor's dropout masks (the built-in models' default). The two
+alternate, --rounds rounds of one step on each batch each, after an untimed round; the median
+round, its range, and the median of the rounds' ratios (conveyor / stock layers) are reported.
+Each row says its thread count and the 1-minute load average when it started. Writes JSON and a
+Markdown table (default benchmarks/results/train_step_cpu_s<scale>.json, .md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GCN, GraphSAGE
+
+from conveyor.partition.datasets import load_dataset
+from conveyor.samplers import build_sampler
+from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.sampled import SampledGNN
+
+STOCK = {"sage": GraphSAGE, "gcn": GCN}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", default="data", help="where the synthetic graph is cached")
+    p.add_argument("--scale", type=float, default=0.05, help="synthetic graph scale, 1.0 = products")
+    p.add_argument("--models", default="sage,gcn")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--batches", type=int, default=3, help="batches a round")
+    p.add_argument("--threads", default="1,2", help="torch CPU threads, comma-separated for several")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="JSON path")
+    return p.parse_args(argv)
+
+
+def twin_models(kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int, seed: int):
+    """conveyor's built-in model and PyG's stock one (hop by hop), with the same weights."""
+    torch.manual_seed(seed)
+    ours = SampledGNN(kind, in_dim, hidden, out_dim, num_layers, dropout=0.5)
+    stock = PerHopGNN(STOCK[kind](in_dim, hidden, num_layers, out_dim, dropout=0.5), fast_dropout=True)
+    stock.gnn.convs.load_state_dict(ours.layers.state_dict())
+    return ours, stock
+
+
+def same_outputs(ours, stock, batch) -> float:
+    """The largest difference of the two models' outputs on a batch (evaluation mode: no dropout)."""
+    ours.eval(), stock.eval()
+    with torch.no_grad():
+        gap = (ours(batch["x"], batch["layers"]) - stock(batch["x"], batch["layers"])).abs().max().item()
+    ours.train(), stock.train()
+    return gap
+
+
+def round_of_steps(model, optimizer, batches) -> float:
+    """Seconds for one training step on each batch."""
+    start = time.perf_counter()
+    for batch in batches:
+        loss = F.cross_entropy(model(batch["x"], batch["layers"]), batch["y"])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return time.perf_counter() - start
+
+
+def measure(kind: str, graph, batches, args, threads: int) -> dict:
+    torch.set_num_threads(threads)
+    row = {"model": kind, "threads": threads, "load_1min": os.getloadavg()[0]}
+    ours, stock = twin_models(kind, graph.x.size(1), args.hidden, int(graph.y.max()) + 1,
+                              len(args.fanouts), args.seed)
+    row["max_output_gap"] = same_outputs(ours, stock, batches[0])
+    if row["max_output_gap"] > 1e-4:
+        raise SystemExit(f"{kind}: conveyor's and the stock layers' outputs differ by {row['max_output_gap']:.2g}")
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=0.003) for name, m in (("ours", ours), ("stock", stock))}
+    round_of_steps(ours, optimizers["ours"], batches), round_of_steps(stock, optimizers["stock"], batches)
+    seconds = {"ours": [], "stock": []}
+    for _ in range(args.rounds):
+        seconds["stock"].append(round_of_steps(stock, optimizers["stock"], batches))
+        seconds["ours"].append(round_of_steps(ours, optimizers["ours"], batches))
+    per_step = {name: [1000 * s / len(batches) for s in values] for name, values in seconds.items()}
+    ratios = [o / s for o, s in zip(seconds["ours"], seconds["stock"])]
+    return dict(row, conveyor_ms=statistics.median(per_step["ours"]), conveyor_range=[min(per_step["ours"]),
+                max(per_step["ours"])], stock_ms=statistics.median(per_step["stock"]),
+                stock_range=[min(per_step["stock"]), max(per_step["stock"])], ratio=statistics.median(ratios),
+                ratios=ratios)
+
+
+def draw_batches(graph, args) -> list:
+    sampler = build_sampler("bsp", graph, args.fanouts, seed=args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    order = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)]
+    batches = []
+    for i in range(args.batches):
+        sampled = sampler.sample(order[i * args.batch_size:(i + 1) * args.batch_size])
+        batches.append({"x": graph.x[sampled.n_id], "layers": list(sampled.layers()),
+                        "y": graph.y[sampled.n_id[:args.batch_size]].long(), "edges": sampled.num_sampled_edges})
+    return batches
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
+    batches = draw_batches(graph, args)
+    out = Path(args.out) if args.out else (Path(__file__).resolve().parent / "results" /
+                                           f"train_step_cpu_s{args.scale:g}.json")
+    meta = {"command": " ".join(["python -m benchmarks.train_step"] + (argv if argv is not None else sys.argv[1:])),
+            "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
+            "scale": args.scale, "nodes": graph.num_nodes, "edges": graph.num_edges, "fanouts": args.fanouts,
+            "batch_size": args.batch_size, "hidden": args.hidden, "batches": args.batches, "rounds": args.rounds,
+            "edges_per_batch": statistics.mean(b["edges"] for b in batches)}
+    rows = []
+    for threads in (int(t) for t in args.threads.split(",")):
+        for kind in args.models.split(","):
+            rows.append(measure(kind, graph, batches, args, threads))
+            r = rows[-1]
+            print(f"{kind:5s} threads {threads}: conveyor {r['conveyor_ms']:.0f} ms, stock layers {r['stock_ms']:.0f} "
+                  f"ms a step: {r['ratio']:.2f}x (load {r['load_1min']:.1f})", flush=True)
+    meta["load_1min_at_end"] = os.getloadavg()[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    out.with_suffix(".md").write_text(markdown(meta, rows))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+
+
+def markdown(meta: dict, rows: list) -> str:
+    lines = [f"# CPU training step: built-in models against PyG's stock layers, synthetic scale {meta['scale']:g}", "",
+             f"`{meta['command']}`", "",
+             f"{meta['nodes']:,} nodes, {meta['edges']:,} edges; fanouts {meta['fanouts']}, {meta['batch_size']} seeds "
+             f"({meta['edges_per_batch']:,.0f} sampled edges a batch), hidden {meta['hidden']}; "
+             f"{meta['cpu_count']} CPU cores, torch {meta['torch']}. A step: forward, cross-entropy, backward, Adam, "
+             f"on the same {meta['batches']} batches for both, the same initial weights and outputs; median of "
+             f"{meta['rounds']} alternating rounds (range in brackets). Stock layers: PyG's GraphSAGE/GCN hop "
+             "by hop (PerHopGNN), each layer PyG's own forward.", "",
+             "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['load_1min']:.1f} | {r['conveyor_ms']:.0f} "
+                     f"({r['conveyor_range'][0]:.0f}-{r['conveyor_range'][1]:.0f}) | {r['stock_ms']:.0f} "
+                     f"({r['stock_range'][0]:.0f}-{r['stock_range'][1]:.0f}) | **{r['ratio']:.2f}x** |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

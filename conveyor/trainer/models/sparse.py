@@ -1,0 +1,182 @@
+"""Neighbourhood sums as a sparse-matrix product: the built-in SAGE and GCN layers on the CPU.
+
+PyG's layers gather every edge's source row ([edges, width] in memory) and scatter it into the
+targets, and their backward does the same the other way. A CSR product reads each source row in
+place and writes each target row once; torch's autograd gives its backward (the transposed
+product). On this CPU a training step of the built-in models so costs a fraction of the stock
+layers' on the same batches (benchmarks/train_step.py). The layers keep PyG's parameters
+(`SAGEConv`, `GCNConv`: checkpoints and `conveyor.load` are unchanged) and compute the same
+function; where a conv is set up in a way this file does not cover, PyG's own forward runs.
+
+`Adjacency` is the [num_dst, num_src] structure of a layer's edges: made once per batch (the
+sampler lists each target's in-edges together, so no sort is needed), and kept with layer-wise
+evaluation's batches (trainer/loop/plan.py) so that each evaluation pass reuses it.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn import GCNConv, SAGEConv
+
+
+@dataclass
+class Adjacency:
+    crow: Tensor  # [num_dst + 1]: each target's first slot
+    col: Tensor  # [edges]: each slot's source, slots grouped by target
+    order: Tensor | None  # each slot's column of the edge_index it came from; None: the same order
+    num_src: int
+    looped: tuple | None = None  # (col, edge slots, own slots) with each target's own entry: `with_own`
+
+    @property
+    def num_dst(self) -> int:
+        return self.crow.numel() - 1
+
+    def counts(self) -> Tensor:
+        return self.crow.diff()
+
+    def in_slot_order(self, per_edge: Tensor) -> Tensor:
+        return per_edge if self.order is None else per_edge.index_select(0, self.order)
+
+    def rows(self) -> Tensor:
+        """Each slot's target."""
+        return torch.repeat_interleave(torch.arange(self.num_dst, device=self.crow.device), self.counts(),
+                                       output_size=self.col.numel())
+
+    def edge_index(self) -> Tensor:
+        """The edges in slot order (row 0 sources, row 1 targets)."""
+        return torch.stack([self.col, self.rows()])
+
+    def with_own(self) -> tuple:
+        """The slots once each target i has one entry more, at column i, after its in-edges:
+        (columns, each in-edge's new slot, each target's own slot). Made once, then kept."""
+        if self.looped is None:
+            num_dst, device = self.num_dst, self.crow.device
+            edge_slots = self.rows().add_(torch.arange(self.col.numel(), device=device))
+            own_slots = self.crow[1:] + torch.arange(num_dst, device=device)
+            col = torch.empty(self.col.numel() + num_dst, dtype=self.col.dtype, device=device)
+            col[edge_slots] = self.col
+            col[own_slots] = torch.arange(num_dst, dtype=col.dtype, device=device)
+            self.looped = (col, edge_slots, own_slots)
+        return self.looped
+
+    def matrix(self, edge_values: Tensor, own_values: Tensor | None = None, own_row: bool = False) -> Tensor:
+        """The [num_dst, num_src] CSR matrix with these in-edge values (in slot order) and, given
+        `own_values`, each target's own entry; `own_row`: the own entries in a row of their own
+        after each target's ([2 num_dst, num_src]: row 2i its in-edges, row 2i+1 itself)."""
+        if own_values is None:
+            return csr(self.crow, self.col, edge_values, (self.num_dst, self.num_src))
+        col, edge_slots, own_slots = self.with_own()
+        values = torch.empty(col.numel(), dtype=edge_values.dtype, device=col.device)
+        values[edge_slots] = edge_values
+        values[own_slots] = own_values
+        step = torch.arange(self.num_dst + 1, device=col.device)
+        if not own_row:
+            return csr(self.crow + step, col, values, (self.num_dst, self.num_src))
+        # Row 2i starts where target i's in-edges do, row 2i+1 at its own entry.
+        crow = torch.stack([self.crow[:-1] + step[:-1], own_slots], 1).view(-1)
+        crow = torch.cat([crow, self.crow[-1:] + self.num_dst])
+        return csr(crow, col, values, (2 * self.num_dst, self.num_src))
+
+
+def csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple) -> Tensor:
+    with warnings.catch_warnings():  # torch's "CSR support is in beta"
+        warnings.filterwarnings("ignore", message="Sparse (CSR tensor support is in beta|invariant checks)")
+        return torch.sparse_csr_tensor(crow, col, values, size)
+
+
+def adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Adjacency:
+    """The CSR structure of `edge_index` (row 0 sources, row 1 targets below num_dst). Where each
+    target's in-edges sit together (bsp's and the fused sampler's batches, layer-wise evaluation's),
+    they keep their order and only whole runs move: O(edges), no sort; otherwise one stable sort
+    by target. No host read of a device value on CUDA: the sort is taken there."""
+    src, dst = edge_index[0].long(), edge_index[1].long()
+    counts = torch.bincount(dst, minlength=num_dst)
+    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
+    torch.cumsum(counts, 0, out=crow[1:])
+    if dst.numel() == 0:
+        return Adjacency(crow, src, None, num_src)
+    if dst.device.type == "cpu":
+        starts = torch.ones(dst.numel(), dtype=torch.bool)
+        torch.ne(dst[1:], dst[:-1], out=starts[1:])
+        first = starts.nonzero().squeeze(1)
+        if first.numel() == int((counts > 0).sum()):  # one run per target: runs move whole
+            if bool((dst[first[1:]] > dst[first[:-1]]).all()):
+                return Adjacency(crow, src, None, num_src)  # already in target order
+            run = torch.cumsum(starts, 0).sub_(1)
+            slot = crow.index_select(0, dst).add_(torch.arange(dst.numel())).sub_(first.index_select(0, run))
+            order = torch.empty_like(slot).index_put_((slot,), torch.arange(dst.numel()))
+            return Adjacency(crow, src.index_select(0, order), order, num_src)
+    order = torch.argsort(dst, stable=True)
+    return Adjacency(crow, src.index_select(0, order), order, num_src)
+
+
+def can_sum_sparse(x: Tensor) -> bool:
+    """Where the product beats PyG's gather-scatter: measured on the CPU only."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+
+
+def mean_weights(adj: Adjacency, dtype: torch.dtype) -> Tensor:
+    """1 / in-degree at each in-edge's slot: the product then gives each target's mean."""
+    counts = adj.counts()
+    return counts.clamp(min=1).to(dtype).reciprocal_().repeat_interleave(counts, output_size=adj.col.numel())
+
+
+def is_plain_sage(conv) -> bool:
+    """A SAGEConv as conveyor builds it (mean, no projection, root weight): the sums below are its."""
+    return (isinstance(conv, SAGEConv) and getattr(conv, "aggr", None) == "mean" and not conv.project
+            and conv.root_weight)
+
+
+def sage_layer(conv: SAGEConv, x: Tensor, edge_index: Tensor, num_dst: int, adj: Adjacency | None = None) -> Tensor:
+    """`conv((x, x[:num_dst]), edge_index)`: lin_l(mean of neighbours) + lin_r(self). Widening (the
+    hidden layers), one product gives each target's mean and its own row side by side, and one
+    matrix product applies [lin_l | lin_r]; narrowing (the last layer's classes), lin_l goes first
+    (a mean of rows is linear), so the product carries the narrow rows."""
+    if not (is_plain_sage(conv) and can_sum_sparse(x)):
+        return conv((x, x[:num_dst]), edge_index)
+    adj = adj or adjacency(edge_index, num_dst, x.size(0))
+    lin_l, lin_r = conv.lin_l, conv.lin_r
+    if lin_l.out_channels < lin_l.in_channels:
+        out = torch.sparse.mm(adj.matrix(mean_weights(adj, x.dtype)), F.linear(x, lin_l.weight))
+        out = out + lin_r(x[:num_dst]) + (lin_l.bias if lin_l.bias is not None else 0.0)  # b also without in-edges
+    else:
+        own = torch.ones(num_dst, dtype=x.dtype)
+        side_by_side = torch.sparse.mm(adj.matrix(mean_weights(adj, x.dtype), own, own_row=True), x)
+        weight = torch.cat([lin_l.weight, lin_r.weight], 1)
+        out = F.linear(side_by_side.view(num_dst, 2 * x.size(1)), weight, lin_l.bias)
+    return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+
+
+def gcn_batch_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, edge_weight: Tensor | None = None,
+                    adj: Adjacency | None = None) -> Tensor:
+    """`conv(x, edge_index, edge_weight)[:num_dst]`, GCNConv's normalisation over the batch's edges
+    (gcn_norm: each of the num_src nodes gets one self-loop, an existing one keeping its weight;
+    deg over the edges into it), but only the num_dst targets computed."""
+    if not (conv.normalize and conv.add_self_loops and not conv.improved and can_sum_sparse(x)):
+        return conv(x, edge_index, edge_weight)[:num_dst]
+    num_src = x.size(0)
+    adj = adj or adjacency(edge_index, num_dst, num_src)
+    src, dst = edge_index[0].long(), edge_index[1].long()
+    weight = torch.ones(src.numel(), dtype=x.dtype) if edge_weight is None else edge_weight.to(x.dtype).view(-1)
+    loop = src == dst
+    own_weight = torch.ones(num_src, dtype=x.dtype).index_put_((dst[loop],), weight[loop])
+    weight = weight.masked_fill(loop, 0.0)  # a self-loop counts once, as its own entry
+    deg = torch.zeros(num_src, dtype=x.dtype).index_add_(0, dst, weight).add_(own_weight)
+    norm = deg.pow(-0.5).masked_fill_(deg == 0, 0.0)
+    value = norm.index_select(0, src).mul_(weight).mul_(norm.index_select(0, dst))
+    return gcn_propagate(conv, x, adj, adj.in_slot_order(value), (own_weight * norm.square())[:num_dst])
+
+
+def gcn_propagate(conv: GCNConv, x: Tensor, adj: Adjacency, value: Tensor, own: Tensor) -> Tensor:
+    """sum_j value_ij W x_j + own_i W x_i + b at the targets, the product on the narrower of x and
+    W x (GCNConv applies W first, always)."""
+    matrix = adj.matrix(value, own)
+    if conv.lin.weight.size(0) < conv.lin.weight.size(1):
+        out = torch.sparse.mm(matrix, conv.lin(x))
+    else:
+        out = conv.lin(torch.sparse.mm(matrix, x))
+    return out + conv.bias if conv.bias is not None else out
