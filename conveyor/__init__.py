@@ -27,10 +27,11 @@ def __getattr__(name: str):
     elif name in ("load", "predict"):
         from conveyor import trained
         value = getattr(trained, name)
-    elif name == "NeighborLoader":
-        from conveyor.loader import NeighborLoader as value
-    elif name == "LinkNeighborLoader":
-        from conveyor.loader import LinkNeighborLoader as value
+    elif name in ("NeighborLoader", "LinkNeighborLoader"):
+        from conveyor.pipeline.forkserver import start_for_loaders
+        start_for_loaders()  # the stage processes' server imports torch while PyG and the script load
+        from conveyor import loader
+        value = getattr(loader, name)
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

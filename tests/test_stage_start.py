@@ -22,6 +22,25 @@ from tests.helpers import REPO, DoubledFeatures, assert_gone, feature_graph
 MARK = "CONVEYOR_TEST_STAGE_MARK"
 
 
+def test_taking_a_loader_from_conveyor_starts_the_server_where_async_may_follow():
+    """`conveyor.NeighborLoader` starts the fork server before PyG is imported, on more than one
+    usable core; on one (pipeline=auto stays serial there) nothing starts."""
+    probe = textwrap.dedent("""
+        import os, sys, conveyor
+        from conveyor.pipeline.forkserver import server_pid
+        if sys.argv[1] == "1":
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        assert server_pid() is None
+        conveyor.LinkNeighborLoader
+        print(server_pid() is not None)
+    """)
+    for cores, started in (("1", "False"), ("all", str(len(os.sched_getaffinity(0)) > 1))):
+        done = subprocess.run([sys.executable, "-c", probe, cores], cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split() == [started]
+
+
 def test_the_preloaded_modules_never_touch_cuda():
     """What the fork server imports must leave CUDA alone: a process that has initialised it (or
     only asked the driver for its devices) cannot hand a working CUDA to its forks."""

@@ -16,8 +16,14 @@ instead of a fresh interpreter importing torch again (spawn: ~2 s idle, minutes 
 
 `start_early()` starts the server in the background (a no-op once it runs): a PipelineLoader that
 will run async calls it at construction, so that the server's imports overlap with the rest of the
-loader's set-up and the first batch waits for them less. Nothing starts it before an async
-pipeline is asked for: a serial run (pipeline=auto on a small graph) imports nothing twice.
+loader's set-up and the first batch waits for them less. `start_for_loaders()` starts it sooner,
+when a script takes `conveyor.NeighborLoader` or `conveyor.LinkNeighborLoader` (the "change one
+import" path) on a machine with more than one usable core: the server's imports (~1.4 s of one
+core, mostly torch's) then overlap with the script's own (PyG's) and its data loading, and the
+first async batch comes ~1 s sooner (benchmarks/loader.py's first-batch column). A loader that
+stays serial (pipeline=auto on a small graph) leaves that idle server behind, one per process;
+on one core, where auto never goes async, nothing starts. The trainer's own runs start it at
+construction only.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ import threading
 from multiprocessing import forkserver
 
 import torch.multiprocessing as mp
+
+from conveyor.core.cores import usable_cores
 
 # What a stage process imports before it works: torch, the stage bodies and what they build.
 PRELOAD = ["torch", "conveyor.pipeline.stages", "conveyor.samplers.bsp", "conveyor.cache",
@@ -52,6 +60,12 @@ def start_early() -> None:
             forkserver.ensure_running()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def start_for_loaders() -> None:
+    """`start_early()` where an async loader may follow: more than one usable core."""
+    if len(usable_cores()) > 1:
+        start_early()
 
 
 def server_pid():
