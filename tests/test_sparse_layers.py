@@ -68,7 +68,8 @@ def test_own_entries_join_each_target(own_row):
     adj = adjacency(awkward_edges("runs"), NUM_DST, NUM_SRC)
     values = torch.rand(adj.col.numel(), dtype=torch.float64)
     own = torch.rand(NUM_DST, dtype=torch.float64)
-    dense = torch.zeros(NUM_DST, NUM_SRC, dtype=torch.float64).index_put_((adj.rows(), adj.col), values, accumulate=True)
+    dense = torch.zeros(NUM_DST, NUM_SRC, dtype=torch.float64)
+    dense.index_put_((adj.rows(), adj.col), values, accumulate=True)
     eye = torch.zeros(NUM_DST, NUM_SRC, dtype=torch.float64)
     eye[torch.arange(NUM_DST), torch.arange(NUM_DST)] = own
     got = adj.matrix(values, own, own_row=own_row).to_dense()
