@@ -63,8 +63,11 @@ def start_early() -> None:
 
 
 def start_for_loaders() -> None:
-    """`start_early()` where an async loader may follow: more than one usable core."""
-    if len(usable_cores()) > 1:
+    """`start_early()` where an async loader may follow: more than one usable core, and not in a
+    process of multiprocessing's own (a stage importing the user's script to unpickle a class of
+    it, a DataLoader worker), which must not start processes while it boots."""
+    booting = getattr(mp.current_process(), "_inheriting", False)  # what multiprocessing itself checks
+    if len(usable_cores()) > 1 and mp.parent_process() is None and not booting:
         start_early()
 
 
