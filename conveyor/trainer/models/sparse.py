@@ -29,7 +29,7 @@ class Adjacency:
     col: Tensor  # [edges]: each slot's source, slots grouped by target
     order: Tensor | None  # each slot's column of the edge_index it came from; None: the same order
     num_src: int
-    looped: tuple | None = None  # (col, edge slots, own slots) with each target's own entry: `with_own`
+    looped: tuple | None = None  # (col, own slots) with each target's own entry: `with_own`
 
     @property
     def num_dst(self) -> int:
@@ -50,17 +50,20 @@ class Adjacency:
         """The edges in slot order (row 0 sources, row 1 targets)."""
         return torch.stack([self.col, self.rows()])
 
+    def edge_slots(self) -> Tensor:
+        """Each in-edge's slot once every target before its own has one entry more."""
+        return self.rows().add_(torch.arange(self.col.numel(), device=self.crow.device))
+
     def with_own(self) -> tuple:
-        """The slots once each target i has one entry more, at column i, after its in-edges:
-        (columns, each in-edge's new slot, each target's own slot). Made once, then kept."""
+        """(columns, each target's own slot) once each target i has one entry more, at column i,
+        after its in-edges. Made once, then kept (8 bytes an edge: the edge slots are remade)."""
         if self.looped is None:
             num_dst, device = self.num_dst, self.crow.device
-            edge_slots = self.rows().add_(torch.arange(self.col.numel(), device=device))
             own_slots = self.crow[1:] + torch.arange(num_dst, device=device)
             col = torch.empty(self.col.numel() + num_dst, dtype=self.col.dtype, device=device)
-            col[edge_slots] = self.col
+            col[self.edge_slots()] = self.col
             col[own_slots] = torch.arange(num_dst, dtype=col.dtype, device=device)
-            self.looped = (col, edge_slots, own_slots)
+            self.looped = (col, own_slots)
         return self.looped
 
     def matrix(self, edge_values: Tensor, own_values: Tensor | None = None, own_row: bool = False) -> Tensor:
@@ -69,9 +72,9 @@ class Adjacency:
         after each target's ([2 num_dst, num_src]: row 2i its in-edges, row 2i+1 itself)."""
         if own_values is None:
             return csr(self.crow, self.col, edge_values, (self.num_dst, self.num_src))
-        col, edge_slots, own_slots = self.with_own()
+        col, own_slots = self.with_own()
         values = torch.empty(col.numel(), dtype=edge_values.dtype, device=col.device)
-        values[edge_slots] = edge_values
+        values[self.edge_slots()] = edge_values
         values[own_slots] = own_values
         step = torch.arange(self.num_dst + 1, device=col.device)
         if not own_row:
