@@ -7,13 +7,13 @@ to shared memory once, before the processes start, and travels as a file descrip
 """
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
 from torch import Tensor
 
+from conveyor.core.file_maps import file_maps, file_offset
 from conveyor.partition import Graph
 from conveyor.pipeline.shm import check_shm_room, shared_bytes, shm_shortfall
 
@@ -47,13 +47,13 @@ def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Se
     shared memory, in place), once /dev/shm has room for them, for the tensors of the objects
     that will be pickled into the stages (`carried`) and for what else the pipeline places there
     (`need`, bytes by what takes them: shm.py)."""
-    maps, tensors = _file_maps(), graph.tensors()
+    maps, tensors = file_maps(), graph.tensors()
     directory, mapped = None, ()
-    origin = _file_offset(maps, graph.indptr)
+    origin = file_offset(maps, graph.indptr)
     if origin is not None and Path(origin[0]).name == SAVED_FILE:
         directory = str(Path(origin[0]).parent)
         saved = Graph.load(directory, mmap=True).tensors()
-        maps = _file_maps()  # now with the second mapping of the file
+        maps = file_maps()  # now with the second mapping of the file
         mapped = tuple(f for f, t in tensors.items() if _same_tensor(maps, t, saved.get(f)))
     moved = [f for f in tensors if f not in mapped]
     graph_bytes = shared_bytes(tensors[f] for f in moved)
@@ -75,35 +75,6 @@ def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:
     the same shape and dtype."""
     if a is None or b is None or a.numel() == 0:
         return False
-    where = _file_offset(maps, a)
-    return (where is not None and where == _file_offset(maps, b) and a.dtype == b.dtype
+    where = file_offset(maps, a)
+    return (where is not None and where == file_offset(maps, b) and a.dtype == b.dtype
             and a.shape == b.shape and a.stride() == b.stride())
-
-
-def _file_maps() -> list:
-    """(start, end, file offset, path) of this process's file-backed memory maps, by start address
-    (Linux /proc/self/maps; empty elsewhere, so every tensor is shared instead)."""
-    try:
-        lines = Path("/proc/self/maps").read_text().splitlines()
-    except OSError:
-        return []
-    maps = []
-    for line in lines:
-        parts = line.split(maxsplit=5)
-        if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith("(deleted)"):
-            start, end = (int(v, 16) for v in parts[0].split("-"))
-            maps.append((start, end, int(parts[2], 16), parts[5]))
-    maps.sort()
-    return maps
-
-
-def _file_offset(maps, tensor: Optional[Tensor]) -> Optional[Tuple[str, int]]:
-    """(file, byte offset) that `tensor`'s data is mapped from, or None if it is not file-mapped."""
-    if tensor is None or tensor.is_cuda or tensor.numel() == 0:
-        return None
-    ptr = tensor.data_ptr()
-    i = bisect.bisect_right(maps, (ptr, float("inf"))) - 1
-    if i < 0 or not maps[i][0] <= ptr < maps[i][1]:
-        return None
-    start, _, offset, path = maps[i]
-    return path, offset + ptr - start
