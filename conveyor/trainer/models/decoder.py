@@ -27,6 +27,8 @@ class LinkModel(nn.Module):
             raise ConveyorError(f"task.decoder must be one of {', '.join(DECODERS)}, got {decoder!r}.")
         self.encoder, self.decoder_name = encoder, decoder
         self.decoder = MLPDecoder(width, dropout) if decoder == "mlp" else None
+        # Plain values: how conveyor.load builds it again around the encoder (trainer/models/portable.py).
+        self.init_args = {"decoder": decoder, "width": width, "dropout": dropout}
 
     @property
     def num_layers(self):

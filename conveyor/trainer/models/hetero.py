@@ -277,9 +277,10 @@ def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
     (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero. A node type
     without features gets a learned embedding as wide as the widest features (OGB's R-GCN: 128,
     the papers')."""
-    from torch_geometric.nn import GraphSAGE, to_hetero
+    from torch_geometric.nn import GraphSAGE
 
     from conveyor.trainer.models.adapter import instantiate_target
+    from conveyor.trainer.models.basic_args import recorded_to_hetero
 
     schema, widths = graph.schema, feature_widths(graph)
     metadata = (list(schema.node_types), list(schema.edge_types))
@@ -294,4 +295,4 @@ def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
                             f"model=rgcn or model=sage (to_hetero(GraphSAGE)), or a model._target_ BasicGNN.")
     gnn = (GraphSAGE((-1, -1), model.hidden, num_layers, classes, dropout=model.dropout)
            if model._target_ is None else instantiate_target(model, -1, classes, num_layers))
-    return wrap_typed(to_hetero(gnn, metadata, aggr="sum"), graph, embedding)
+    return wrap_typed(recorded_to_hetero(gnn, metadata, aggr="sum"), graph, embedding)
