@@ -89,7 +89,7 @@ def user_chain(record: dict) -> List[dict]:
 def build_it_yourself(record: dict, file: Path) -> str:
     """What to pass to load a run whose model (or a part of it) is a class of one's own."""
     chain = user_chain(record)
-    own = next(r for r in reversed(chain) if r.get("init") is None)
+    own = next((r for r in reversed(chain) if r.get("init") is None), record)  # else: a class it knows no more
     name = own["class"]
     build = (f"to_hetero({name if name != 'GraphModule' else 'YourGNN'}(...), metadata) as you built it"
              if len(chain) > 1 and chain[-2]["class"] == "HeteroBasicGNN" else f"{name}(...)")

@@ -260,7 +260,7 @@ def load_record_cases() -> list:
         "a reshaped weight": (lambda s: module(s)["state"].__setitem__(next(iter(module(s)["state"])),
                                                                       torch.zeros(3, 3)), "size mismatch"),
         "a weight as text": (lambda s: module(s)["state"].__setitem__(next(iter(module(s)["state"])), "w"),
-                             "does not build its"),
+                             "state is not a dict of tensors by name"),
         "a weight missing": (lambda s: module(s)["state"].__delitem__(next(iter(module(s)["state"]))), "Missing key"),
         "an extra weight": (lambda s: module(s)["state"].__setitem__("extra", torch.ones(2)), "Unexpected key"),
         "no module record": (lambda s: s.__delitem__("module"), "holds no model record"),
