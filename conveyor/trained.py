@@ -109,10 +109,12 @@ def loaded_into(record: dict, model: nn.Module, file: Path) -> nn.Module:
     link run's LinkModel around it."""
     chain = user_chain(record)
     target = next((r for r in chain if r["class"] == type(model).__name__), chain[-1])
+    # A record of an earlier conveyor kept the wrappers' keys: the module's own are wanted.
+    weights = target if "parts" in target else {**target, "state": own_keys(target["state"], model)}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # PyG's lazy layers take their sizes from the weights, and say so
-            load_tree(model, target)
+            load_tree(model, weights)
         if record["class"] == "LinkModel" and target is not record:
             return rebuild(record, given=(target, model))
     except (RuntimeError, KeyError, ValueError, TypeError, AttributeError, StopIteration) as error:
@@ -120,6 +122,22 @@ def loaded_into(record: dict, model: nn.Module, file: Path) -> nn.Module:
                             f"given: {one_line(str(error))[:400]}; build it with the arguments it "
                             f"was trained with.") from None
     return model
+
+
+WRAPPER_PREFIXES = ("gnn.", "module.", "inner.", "inner.module.", "encoder.", "encoder.gnn.", "encoder.module.")
+
+
+def own_keys(state: dict, model: nn.Module) -> dict:
+    """`state` under `model`'s own keys: as it is, or without the prefix conveyor's wrappers put
+    before them (a record written before the wrappers kept their parts apart) where that fits."""
+    wanted = model.state_dict().keys()
+    if state.keys() == wanted:
+        return state
+    for prefix in WRAPPER_PREFIXES:
+        stripped = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        if stripped.keys() == wanted:
+            return stripped
+    return state
 
 
 def load_tree(module: nn.Module, record: dict) -> None:

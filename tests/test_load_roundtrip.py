@@ -6,7 +6,7 @@ loaded back gives the trained model's outputs, and a tampered record is refused 
 import pytest
 import torch
 from torch_geometric.data import Data
-from torch_geometric.nn import GraphSAGE, to_hetero
+from torch_geometric.nn import GraphSAGE, HeteroConv, SAGEConv, to_hetero
 
 import conveyor
 from conveyor.core import ConveyorError
@@ -22,6 +22,17 @@ FAST = ["trainer.progress=false", "pipeline=serial"]
 
 class MySAGE(GraphSAGE):
     """A class of one's own (a subclass: conveyor does not rebuild it by name), layer-wise capable."""
+
+
+class HeteroSAGE(torch.nn.Module):
+    """A typed module of one's own with PyG's heterogeneous forward (run on each batch's subgraph)."""
+
+    def __init__(self, metadata):
+        super().__init__()
+        self.conv = HeteroConv({e: SAGEConv((-1, -1), 4) for e in metadata[1]}, aggr="sum")
+
+    def forward(self, x_dict, edge_index_dict):
+        return self.conv(x_dict, edge_index_dict)
 
 
 def fit(graph, model, out_dir, **keywords):
@@ -118,9 +129,9 @@ def test_a_link_encoder_of_ones_own_is_named_then_loaded_into(link_runs):
 def typed_runs(tmp_path_factory):
     root, data = tmp_path_factory.mktemp("typed"), generate(0.0005, 0, num_classes=4).to_data()
     own = to_hetero(GraphSAGE((-1, -1), 16, 2, 4), data.metadata(), aggr="sum")
-    models = {"rgcn": "rgcn", "sage": "sage", "own": own}
-    return data, {name: (fit(data, model, root / name, batch_size=128, fanouts=[3, 3]), root / name)
-                  for name, model in models.items()}
+    models = {"rgcn": "rgcn", "sage": "sage", "own": own, "conv": HeteroSAGE(data.metadata())}
+    return data, {name: (fit(data, model, root / name, batch_size=128, fanouts=[3] if name == "conv" else [3, 3]),
+                         root / name) for name, model in models.items()}
 
 
 @pytest.mark.parametrize("name", ["rgcn", "sage"])
@@ -153,6 +164,32 @@ def test_a_to_hetero_module_of_ones_own_is_named_then_loaded_into(typed_runs):
     assert torch.equal(conveyor.predict(given, data), conveyor.predict(trained, data))
     with pytest.raises(ConveyorError, match=r"do not fit the GraphModule given"):
         conveyor.load(out, model=to_hetero(GraphSAGE((-1, -1), 8, 2, 4), data.metadata(), aggr="sum"))
+
+
+def test_a_record_of_an_earlier_conveyor_loads_into_the_users_module(typed_runs, tmp_path):
+    """Before records kept their parts, a to_hetero run's weights were the wrapper's (inner.module.*)."""
+    data, runs = typed_runs
+    trained, out = runs["own"]
+
+    def flat(record):
+        state = torch.load(last(out), weights_only=True)["model"]
+        record.clear()
+        record.update({"library": None, "class": "TypedGNN", "init": None, "state": state})
+    given = to_hetero(GraphSAGE((-1, -1), 16, 2, 4), data.metadata(), aggr="sum")
+    conveyor.load(tampered(last(out), tmp_path, flat), model=given)
+    assert all(torch.equal(v, trained.state_dict()[k]) for k, v in given.state_dict().items())
+
+
+def test_a_heterodata_module_of_ones_own_is_named_then_loaded_into(typed_runs):
+    data, runs = typed_runs
+    trained, out = runs["conv"]
+    with pytest.raises(ConveyorError, match=r"a HeteroSAGE, which conveyor does not build again.*model=HeteroSAGE"):
+        conveyor.load(out)
+    given = HeteroSAGE(data.metadata())
+    assert conveyor.load(last(out), model=given) is given
+    papers = conveyor.predict(given, data)  # its forward, once on the whole graph
+    with torch.no_grad():
+        assert torch.equal(papers, trained.eval()(data.x_dict, data.edge_index_dict)["paper"])
 
 
 def test_a_command_line_typed_run_comes_back(data_root, tmp_path):

@@ -25,6 +25,8 @@ EDGE_INPUTS = ("edge_weight", "edge_attr", "edge_type")  # edge_type: a typed gr
 
 def edge_inputs(model: nn.Module) -> Tuple[str, ...]:
     """Which of PyG's edge inputs `model` (or the stock module inside its adapter) takes."""
+    if callable(getattr(model, "edge_inputs", None)):  # a model that says (HeteroEdgeIndexGNN: before its .module)
+        return tuple(model.edge_inputs())
     inner = next((m for m in (getattr(model, "gnn", None), getattr(model, "module", None)) if m is not None), model)
     if isinstance(inner, BasicGNN):
         return tuple(name for name, takes in zip(EDGE_INPUTS, (inner.supports_edge_weight, inner.supports_edge_attr))
