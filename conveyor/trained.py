@@ -189,7 +189,7 @@ def record_problems(record, where: str, depth: int = 0) -> List[str]:
     writes it: a known library, a class name, init of plain values, weights by name, the parts
     its class holds (records too), a to_hetero's source."""
     if not isinstance(record, dict) or depth > 4:
-        return [f"{where or 'the record'} is {repr(record)[:80]}, not a record"]
+        return [f"{where.rstrip('.') or 'the record'} is {repr(record)[:80]}, not a record"]
     library, name, init = record.get("library", ()), record.get("class"), record.get("init", ())
     problems = []
     if library not in LIBRARIES:

@@ -229,6 +229,22 @@ def test_a_tampered_typed_record_is_refused_field_by_field(typed_runs, tmp_path,
         conveyor.load(tampered(last(runs["rgcn"][1]), tmp_path, edit))
 
 
+def source(record):
+    return record["parts"]["inner"]["parts"]["module"]["source"]  # the to_hetero'd BasicGNN's record
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda r: source(r)["init"].update(hidden_channels=10**9), "hidden_channels=1,000,000,000"),
+    (lambda r: source(r)["init"].update(in_channels=[-1, -7]), r"in_channels=\[-1, -7\].*whole number"),
+    (lambda r: source(r).update(library="builtins"), "parts.inner.parts.module.source.library is 'builtins'"),
+    (lambda r: r["parts"]["inner"]["parts"]["module"].pop("source"), "source is None, not a record"),
+])
+def test_a_tampered_to_hetero_record_is_refused_field_by_field(typed_runs, tmp_path, edit, words):
+    _, runs = typed_runs
+    with pytest.raises(ConveyorError, match=words):
+        conveyor.load(tampered(last(runs["sage"][1]), tmp_path, edit))
+
+
 @pytest.mark.parametrize("edit, words", [
     (lambda r: r["init"].update(width=10**9), "width=1,000,000,000"),
     (lambda r: r["parts"]["encoder"].update(parts={"x": {}}), r"parts.encoder.parts are \['x'\]"),
