@@ -4,8 +4,11 @@
 `load` reads `checkpoints/best.pt` of a run folder (else `last.pt`), or the checkpoint file
 named, with `weights_only=True`, and rebuilds the model its `module` record names
 (trainer/models/portable.py): a PyG model comes back as that PyG class with PyG's own keys, conveyor's
-built-in models as `SampledGNN`. A class of one's own is never imported from a file's text:
-pass an instance, `load(path, model=MyGNN(...))`, and its weights are loaded into it.
+built-in models as `SampledGNN`, a task=link run as its `LinkModel` (encoder and decoder), a typed
+run's R-GCN or to_hetero BasicGNN as its `TypedGNN`. A class of one's own is never imported from a
+file's text: pass an instance, `load(path, model=MyGNN(...))` (the module given to fit: a link
+run's encoder, a `to_hetero(...)` module), and its weights are loaded into it under its own keys.
+`predict` gives a typed model's rows of one node type, a LinkModel's embeddings or pair scores.
 """
 from __future__ import annotations
 
