@@ -98,12 +98,14 @@ def start(settings: Settings) -> None:
     from conveyor.modes import run
     from conveyor.trainer.loop.interrupts import stop_on_signals
     from conveyor.trainer.outputs.checkpoint import CHECKPOINT
+    from conveyor.trainer.outputs.outdir import remove_if_refused
 
     stop_on_signals()
     out_dir = settings.run.out_dir
     try:
         run(settings)
     except ConveyorError as error:
+        remove_if_refused(out_dir)  # refused before its first checkpoint: nothing left behind
         fail(error)
     except KeyboardInterrupt as stop:
         name = str(stop) if str(stop) in signal.Signals.__members__ else "SIGINT"

@@ -53,7 +53,8 @@ class RunSettings(Section):
                                     "process id", text(hint="the run's own folder"))
     resume: bool = setting(False, "continue the run in run.out_dir from its last checkpoint", boolean())
     dist_timeout_s: float = setting(300, "run.world_size > 1: a rank stuck this long in a collective fails "
-                                         "the job", number(0, low_open=True))
+                                         "the job (at least 10: the ranks' start-up takes seconds)",
+                                    number(10, hint="seconds, e.g. 300"))
 
     def check(self) -> None:  # `~` expanded once, here, so the lock, the checks and every write agree
         object.__setattr__(self, "out_dir", os.path.expanduser(self.out_dir))
