@@ -9,6 +9,7 @@ line's checks of a dataset on the graph (conveyor/given.py), takes the `run.out_
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import PurePath
 from typing import Callable, Optional, Sequence
 
@@ -36,6 +37,7 @@ from conveyor.trainer.run import TrainResult, train
 from conveyor.trainer.settings import TASKS
 
 # fit()'s keyword arguments and the config keys they set.
+ONE_RUN = threading.Lock()  # held by the fit() that is training (train_locked)
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
             "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed",
             "fast_dropout": "model.fast_dropout"}
@@ -85,12 +87,14 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
 def train_locked(settings, graph, model, optimizer, loss) -> TrainResult:
     """train() in run.out_dir, locked as the command takes it (one run per folder); a run refused
     before its first checkpoint leaves no folder behind, as the command's."""
-    lock_out_dir(settings.run.out_dir)
-    try:
-        return train(settings, LocalContext(settings, graph=graph), model=model, make_optimizer=optimizer, loss=loss)
-    except ConveyorError:
-        remove_if_refused(settings.run.out_dir)
-        raise
+    with ONE_RUN:  # a run sets torch's seeds, precision and the log: fit()s in threads run in turn
+        lock_out_dir(settings.run.out_dir)
+        try:
+            return train(settings, LocalContext(settings, graph=graph), model=model, make_optimizer=optimizer,
+                         loss=loss)
+        except ConveyorError:
+            remove_if_refused(settings.run.out_dir)
+            raise
 
 
 def check_task(task, loss) -> None:

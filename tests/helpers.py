@@ -30,6 +30,14 @@ from conveyor.trainer.run import train
 REPO = Path(__file__).resolve().parent.parent
 
 
+def home_with_planetoid(home: Path, monkeypatch, data_root: Path) -> None:
+    """HOME at `home`, whose ~/.cache/conveyor/data (where `conveyor prepare planetoid` writes,
+    and the README's examples read) is the prepared `data_root`."""
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".cache" / "conveyor").mkdir(parents=True, exist_ok=True)
+    (home / ".cache" / "conveyor" / "data").symlink_to(data_root)
+
+
 def make_config(*overrides: str):
     """The `Settings` of a run with these overrides (checked: bad input raises its ConveyorError)."""
     return load_settings(["trainer.progress=false", "run.device=cpu", *overrides])

@@ -90,7 +90,7 @@ class TrainerSettings(Section):
                               number(0, 1, low_open=True, high_open=True, hint="the factor of each decay"))
     lr_patience: int = setting(10, "plateau: evaluations without a better val acc before a decay",
                                integer(0, hint="plateau: evaluations without a better val acc"))
-    progress: bool = setting(True, "tqdm progress bar", boolean())
+    progress: bool = setting(True, "tqdm progress bar (on a terminal only)", boolean())
     precision: Any = setting("auto", "32 | tf32 | bf16-mixed (autocast; CPU too) | auto: tf32 on CUDA, 32 on CPU",
                              Rule(f"one of {', '.join(PRECISIONS)}", lambda v: str(v) in PRECISIONS))
     log_every: int = setting(50, "batches between reads of the loss from the device (progress bar, TensorBoard "
