@@ -464,3 +464,21 @@ CASES = LOADER_CASES + FIT_CASES + RESUME_CASES + SIZE_CASES + PREPARE_CASES
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_a_door_gives_a_result_or_one_paragraph(case, fx):
     run_case(case, fx)
+
+
+def test_a_refused_command_leaves_no_run_folder(fx, data_root, capsys):
+    """The command's folder (its lock, .hydra/, run.log) goes with a run refused before its first
+    checkpoint: here a link split of Cora without validation links, found as the run starts."""
+    from conveyor import cli
+    from conveyor.compose import compose_config
+    out = fx.out("cli-refused")
+    args = [f"run.out_dir={out}", "data=cora", f"data.root={data_root}", "task=link", "task.val_ratio=0",
+            "trainer.progress=false", "run.device=cpu", "pipeline=serial"]
+    composed = compose_config(args, with_hydra=True)
+    settings = cli.checked(composed)
+    cli.save_config(settings, composed.hydra, args)
+    assert (out / ".conveyor.lock").is_file() and (out / ".hydra" / "config.yaml").is_file()
+    with pytest.raises(SystemExit) as exit_:
+        cli.start(settings)
+    assert exit_.value.code == 2 and "leaves no validation link" in capsys.readouterr().err
+    assert not out.exists()
