@@ -246,16 +246,19 @@ def partitions_in(folder: str):
 
 
 SIZE_CASES = [
-    Case("sizes", "model.hidden=2,000,000 on data=cora", config("data=cora", "model.hidden=2000000"),
+    Case("sizes", "model.hidden=20,000,000 on data=cora", config("data=cora", "model.hidden=20000000"),
          refused("7 classes, 1433 features and 2 layers", "for the model's weights")),
     Case("sizes", "model.hidden=100,000 on a custom x.npy 300,000 wide",
          lambda fx: make_config(f"run.out_dir={fx.out('cli')}", "data=custom", f"data.path={wide_custom(fx)}",
                                 "model.hidden=100000"), refused("300000 features")),
-    Case("sizes", "data=synthetic_mag, num_features=10**6", config("data=synthetic_mag", "data.num_features=1000000"),
-         refused("data=synthetic_mag at scale 0.02", "1,000,000 paper features", "Lower data.scale")),
-    Case("sizes", "data=synthetic_mag at scale 4, sound widths", config("data=synthetic_mag", "data.scale=4",
-                                                                        "data.num_features=4096"),
+    Case("sizes", "data=synthetic_mag, num_features=10**7",  # model.hidden=1: its weights fit, its data not
+         config("data=synthetic_mag", "data.num_features=10000000", "model.hidden=1"),
+         refused("data=synthetic_mag at scale 0.02", "10,000,000 paper features", "Lower data.scale")),
+    Case("sizes", "data=synthetic_mag at scale 4, 65,536 features",
+         config("data=synthetic_mag", "data.scale=4", "data.num_features=65536"),
          refused("data=synthetic_mag at scale 4")),
+    Case("sizes", "a 5,000-character run.out_dir", lambda fx: make_config(f"run.out_dir={fx.folder / ('a' * 5000)}"),
+         refused("a folder name of 5000 bytes", "choose a shorter run.out_dir")),
     Case("sizes", "run.dist_timeout_s=1e-6", config("run.dist_timeout_s=1e-6"),
          refused("run.dist_timeout_s must be a finite number >= 10")),
     Case("sizes", "partition.dir under /proc", partitions_in("/proc/conveyor-parts"),
