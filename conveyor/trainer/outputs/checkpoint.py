@@ -106,7 +106,7 @@ def field_problems(state: dict) -> list:
     best_epoch = best.get("epoch")
     if "epoch" not in best or figures != [f"test_{metric}", f"val_{metric}"] or not (
             best_epoch is None or isinstance(best_epoch, int) and 1 <= best_epoch <= epoch) or not all(
-            best[k] is None or isinstance(best[k], float) and 0.0 <= best[k] <= 1.0 for k in figures):
+            best[k] is None or isinstance(best[k], (int, float)) and 0.0 <= best[k] <= 1.0 for k in figures):
         problems.append(f"best is {str(best)[:120]}, not the best epoch within 1..{epoch} (or None) with its "
                         f"validation and test figures in [0, 1]")
     if not isinstance(optimizer.get("state"), dict) or not isinstance(optimizer.get("param_groups"), list):
