@@ -16,7 +16,10 @@ to where `data=cora` looks: data.root's default ($CONVEYOR_DATA_ROOT, else ~/.ca
   NOT byte-identical to Planetoid's own `ind.cora.*` files (whose split PyG calls "public"), so
   accuracies are comparable to published Cora numbers only up to split variance.
 
-Idempotent: a dataset whose raw files all exist is left alone. A command of the package (the
+Idempotent: a dataset whose raw files all exist is left alone, and the wheel downloaded once is
+kept in `<root>/downloads/` for the next prepare. Every fault (a --wheel that is no regular file or
+no intact wheel, a --root or raw/ folder it cannot write) is one paragraph, and no `raw.partial.*`
+staging folder is left behind. A command of the package (the
 wheel has it; `scripts/prepare_planetoid.py` in a checkout calls it), reached through
 conveyor/cli.py.
 """
