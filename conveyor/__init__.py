@@ -5,7 +5,8 @@ beside launch.py.
 
 `conveyor.NeighborLoader(data, num_neighbors=..., batch_size=...)` is PyG's loader of that name
 over conveyor's pipeline, for a training loop of your own; `conveyor.LinkNeighborLoader` is PyG's
-link-level one (seed edges, negatives).
+link-level one (seed edges, negatives). `conveyor.HGTLoader` is PyG's own, handed through (conveyor
+has no HGT sampler), so a script importing it beside NeighborLoader changes that one import.
 
 `fit`, `load`, `predict`, `TrainResult` and the loaders load the trainer or PyG when first
 used, so the command's `--help` and its config checks do not wait for them.
@@ -18,7 +19,8 @@ user's own `trainer.py` shadows nothing."""
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 
-__all__ = ["ConveyorError", "Graph", "LinkNeighborLoader", "NeighborLoader", "TrainResult", "fit", "load", "predict"]
+__all__ = ["ConveyorError", "Graph", "HGTLoader", "LinkNeighborLoader", "NeighborLoader", "TrainResult", "fit", "load",
+           "predict"]
 
 
 def __getattr__(name: str):
@@ -32,6 +34,8 @@ def __getattr__(name: str):
         start_for_loaders()  # the stage processes' server imports torch while PyG and the script load
         from conveyor import loader
         value = getattr(loader, name)
+    elif name == "HGTLoader":  # PyG's, as it is: no pipeline behind it
+        from torch_geometric.loader import HGTLoader as value
     elif name == "TrainResult":
         from conveyor.trainer.run import TrainResult as value
     else:

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from conveyor.compose import CONF, compose_config, target_added  # also registers ${run_id:}, which run.out_dir uses
 from conveyor.config import settings_from_config
 from conveyor.core import ConveyorError
+from conveyor.core.errors import ProcessDied
 from conveyor.settings import Settings
 
 HELP_FLAGS = ("--help", "-h")
@@ -98,13 +99,18 @@ def start(settings: Settings) -> None:
     from conveyor.modes import run
     from conveyor.trainer.loop.interrupts import stop_on_signals
     from conveyor.trainer.outputs.checkpoint import CHECKPOINT
+    from conveyor.trainer.outputs.outdir import remove_if_refused
 
     stop_on_signals()
     out_dir = settings.run.out_dir
     try:
         run(settings)
     except ConveyorError as error:
+        remove_if_refused(out_dir)  # refused before its first checkpoint: nothing left behind
         fail(error)
+    except ProcessDied as error:  # a stage or a rank killed: its message is all there is
+        print(f"conveyor: error: {' '.join(str(error).split())}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt as stop:
         name = str(stop) if str(stop) in signal.Signals.__members__ else "SIGINT"
         kept = (Path(out_dir) / CHECKPOINT).exists()

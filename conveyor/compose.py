@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -29,6 +30,8 @@ from conveyor.core.errors import ConveyorError, did_you_mean, one_line
 from conveyor.core.fields import defaults, known_keys, unknown_key_message
 from conveyor.partition.settings import COMMON, DATA_SETTINGS
 from conveyor.settings import Settings
+
+HYDRA_HELD = threading.RLock()  # held while Hydra's global instance composes a config
 
 # The Hydra YAML: the package conveyor.conf, wherever it was imported from (the wheel's
 # conveyor/conf/, a checkout's conf/).
@@ -77,15 +80,16 @@ def compose_config(overrides: Sequence[str], with_hydra: bool = False):
     from omegaconf.errors import OmegaConfBaseException
 
     check_group_choices(overrides)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONF), version_base=None):
-            return compose(config_name="config", overrides=target_added(overrides),
-                           return_hydra_config=with_hydra)
-    except (HydraException, OmegaConfBaseException) as error:
-        raise ConveyorError(explain_hydra_error(error)) from None
-    finally:
+    with HYDRA_HELD:  # Hydra's one global instance: two threads composing at once (two fit()s) would clash
         GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base=None):
+                return compose(config_name="config", overrides=target_added(overrides),
+                               return_hydra_config=with_hydra)
+        except (HydraException, OmegaConfBaseException) as error:
+            raise ConveyorError(explain_hydra_error(error)) from None
+        finally:
+            GlobalHydra.instance().clear()
 
 
 def check_group_choices(overrides: Sequence[str]) -> None:

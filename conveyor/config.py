@@ -44,7 +44,19 @@ def settings_from_config(cfg: DictConfig, check_machine: bool = True) -> Setting
     if check_machine:
         from conveyor.trainer.config import check_machine as check
         check(settings)
+        check_mode(settings)
     return settings
+
+
+def check_mode(settings: Settings) -> None:
+    """mode=compare's reference and figure need what conveyor installs only on request: said
+    before the run's folder is made or any data read."""
+    if settings.mode != "compare":
+        return
+    from conveyor.compare.reference import require_neighbor_sampling
+    from conveyor.core.extras import require_extra
+    require_neighbor_sampling()
+    require_extra("matplotlib", "mode=compare (its figure, comparison.png)")
 
 
 def plain_values(cfg: DictConfig) -> dict:

@@ -9,6 +9,7 @@ line's checks of a dataset on the graph (conveyor/given.py), takes the `run.out_
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import PurePath
 from typing import Callable, Optional, Sequence
 
@@ -31,11 +32,12 @@ from conveyor.pipeline.guard import check_main_guard, stop_if_reimported
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.models.adapter import wrap_module
 from conveyor.trainer.models.hetero import wrap_typed
-from conveyor.trainer.outputs.outdir import lock_out_dir
+from conveyor.trainer.outputs.outdir import lock_out_dir, remove_if_refused
 from conveyor.trainer.run import TrainResult, train
 from conveyor.trainer.settings import TASKS
 
 # fit()'s keyword arguments and the config keys they set.
+ONE_RUN = threading.Lock()  # held by the fit() that is training (train_locked)
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
             "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed",
             "fast_dropout": "model.fast_dropout"}
@@ -77,10 +79,22 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
     if given is not None and task == "node":
         check_model_shapes(given, graph, settings.sampler.fanouts)
     check_sizes(graph, settings, given)  # before any allocation: never the OOM killer
-    lock_out_dir(settings.run.out_dir)  # one run per folder, as the command takes it
-    wrapped = None if given is None else wrap_given(given, graph, settings)
-    result = train(settings, LocalContext(settings, graph=graph), model=wrapped, make_optimizer=optimizer, loss=loss)
+    result = train_locked(settings, graph, None if given is None else wrap_given(given, graph, settings),
+                          optimizer, loss)
     return result if given is None else dataclasses.replace(result, model=given)
+
+
+def train_locked(settings, graph, model, optimizer, loss) -> TrainResult:
+    """train() in run.out_dir, locked as the command takes it (one run per folder); a run refused
+    before its first checkpoint leaves no folder behind, as the command's."""
+    with ONE_RUN:  # a run sets torch's seeds, precision and the log: fit()s in threads run in turn
+        lock_out_dir(settings.run.out_dir)
+        try:
+            return train(settings, LocalContext(settings, graph=graph), model=model, make_optimizer=optimizer,
+                         loss=loss)
+        except ConveyorError:
+            remove_if_refused(settings.run.out_dir)
+            raise
 
 
 def check_task(task, loss) -> None:

@@ -9,7 +9,10 @@ import pickle
 import re
 import subprocess
 import sys
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Optional
 
 import numpy as np
 import psutil
@@ -25,6 +28,14 @@ from conveyor.samplers import SampledBatch
 from conveyor.trainer.run import train
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def home_with_planetoid(home: Path, monkeypatch, data_root: Path) -> None:
+    """HOME at `home`, whose ~/.cache/conveyor/data (where `conveyor prepare planetoid` writes,
+    and the README's examples read) is the prepared `data_root`."""
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".cache" / "conveyor").mkdir(parents=True, exist_ok=True)
+    (home / ".cache" / "conveyor" / "data").symlink_to(data_root)
 
 
 def make_config(*overrides: str):
@@ -528,3 +539,53 @@ class NoFanouts:
 
     def sample(self, seeds):
         return self.inner.sample(seeds)
+
+
+# -- the hostile sweeps' harness (test_hostile_doors.py, test_hostile_round4.py) ----------------
+
+@dataclass(frozen=True)
+class Expect:
+    words: tuple = ()  # a refusal: words its paragraph must hold
+    check: Optional[Callable[[Any, Any], None]] = None  # a result: check(result, fixtures)
+
+    @property
+    def refuses(self) -> bool:
+        return self.check is None
+
+
+def refused(*words: str) -> Expect:
+    return Expect(words=words)
+
+
+def correct(check: Callable[[Any, Any], None] = lambda result, fx: None) -> Expect:
+    return Expect(check=check)
+
+
+@dataclass(frozen=True)
+class Case:
+    door: str
+    name: str
+    call: Callable[[Any], Any]  # call(fixtures)
+    expect: Expect = field(default_factory=refused)
+
+    @property
+    def id(self) -> str:
+        return f"{self.door}: {self.name}"
+
+
+def run_case(case: Case, fx) -> None:
+    """The harness: a paragraph where a refusal is expected, the checked result otherwise, and
+    anything else (a traceback of another type, a refusal of a sound call) a failure."""
+    try:
+        result = case.call(fx)
+    except ConveyorError as error:
+        text = str(error)
+        assert case.expect.refuses, f"{case.id} was refused although sound: {text}"
+        assert text.strip() and "\n" not in text.strip() and "Traceback" not in text, text
+        for word in case.expect.words:
+            assert word in text, (word, text)
+        return
+    except Exception:  # noqa: BLE001 -- what the sweep looks for
+        pytest.fail(f"{case.id}: a traceback instead of one paragraph:\n{traceback.format_exc()}")
+    assert not case.expect.refuses, f"{case.id} was accepted: {type(result).__name__} (expected a refusal)"
+    case.expect.check(result, fx)

@@ -7,7 +7,7 @@ import torch
 
 import conveyor
 from conveyor.core import ConveyorError
-from tests.helpers import REPO
+from tests.helpers import REPO, home_with_planetoid
 
 
 def readme_example(tag: str = "fit-example") -> str:
@@ -17,10 +17,10 @@ def readme_example(tag: str = "fit-example") -> str:
 
 
 def run_readme_example(tag: str, tmp_path, monkeypatch, data_root) -> dict:
-    """The block run as a script's main module would run it, in a folder with the example's
-    root="data" (prepared offline)."""
+    """The block run as a script's main module would run it, in a folder, with the example's
+    root (~/.cache/conveyor/data, prepare's default) prepared offline."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").symlink_to(data_root)
+    home_with_planetoid(tmp_path, monkeypatch, data_root)
     scope = {"__name__": "__main__"}
     exec(compile(readme_example(tag), "README.md", "exec"), scope)
     return scope

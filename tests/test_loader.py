@@ -18,7 +18,7 @@ from conveyor import NeighborLoader
 from conveyor.core import ConveyorError
 from conveyor.samplers import SamplerSpec, bsp
 from conveyor.samplers.checks import assert_valid_batch
-from tests.helpers import REPO, feature_graph
+from tests.helpers import REPO, feature_graph, home_with_planetoid
 
 FANOUTS = [4, 3]
 
@@ -261,7 +261,7 @@ def readme_example() -> str:
 
 def test_the_readme_loader_example_trains_cora(tmp_path, monkeypatch, data_root):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").symlink_to(data_root)  # the example's root="data", prepared offline
+    home_with_planetoid(tmp_path, monkeypatch, data_root)  # the example's root, prepared offline
     scope = {"__name__": "__main__"}  # the example's guarded block runs, as in a script
     exec(compile(readme_example(), "README.md", "exec"), scope)
     assert scope["accuracy"] >= 0.76

@@ -30,7 +30,8 @@ SERIAL = {"test_homo_link_neighbor_loader_triplet": TRIPLET}
 ASYNC = {"test_homo_link_neighbor_loader_basic": {"filter_per_worker,neg_sampling_ratio,subgraph_type": [
              (None, 1.0, "directional"), (False, None, "bidirectional")]},
          "test_homo_link_neighbor_loader_triplet": {**TRIPLET, "amount": [2]},
-         "test_link_neighbor_loader_mapping": {}}
+         "test_link_neighbor_loader_mapping": {},
+         "test_homo_link_neighbor_loader_no_edges": {}}  # zero hops: the endpoints alone (issue #50)
 
 
 def narrowed(test, keep: dict):

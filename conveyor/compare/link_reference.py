@@ -96,7 +96,7 @@ def train_link_epoch(model: LinkModel, optimizer, loader, device, progress: bool
     model.train()
     reference = model.encoder
     loss_sum = correct = seen = 0.0
-    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+    for batch in tqdm(loader, desc=desc, disable=None if progress else True, leave=False, dynamic_ncols=True):
         batch = batch.to(device)
         x = F.dropout(batch.x, p=reference.input_dropout, training=True)
         z = reference.gnn(x) if reference.graph_free else reference.gnn(x, batch.edge_index)

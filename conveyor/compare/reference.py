@@ -231,7 +231,7 @@ def _loaders(trainer, graph: Graph, data, fanouts, workers: int):
 def _train_epoch(model, optimizer, loader, device, progress: bool, desc: str) -> dict:
     model.train()
     loss_sum = correct = seen = 0
-    for batch in tqdm(loader, desc=desc, disable=not progress, leave=False, dynamic_ncols=True):
+    for batch in tqdm(loader, desc=desc, disable=None if progress else True, leave=False, dynamic_ncols=True):
         batch = batch.to(device)
         y = batch.y[:batch.batch_size]
         out = model(batch)

@@ -15,6 +15,12 @@ class ConveyorError(ValueError):
     """Bad input, a missing dataset or an invalid configuration; the message says the fix."""
 
 
+class ProcessDied(RuntimeError):
+    """A process of the run (a pipeline stage, a DDP rank) was killed or exited without a word: the
+    message says all there is (no traceback of its own to show), so the command prints it as one
+    paragraph and exits 1, as a torchrun rank that stops says its paragraph."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """` (did you mean X?)` for the closest of `choices`, or nothing when none is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

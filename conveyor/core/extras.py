@@ -1,8 +1,9 @@
 """The optional parts of conveyor and the extra that installs each: triton (the `fused` sampler,
-`conveyor[fused]`; a CUDA build of torch brings it already) and ogb (the OGB datasets,
-`conveyor[ogb]`). Without them everything else imports and runs: each is imported only where it is
-used, and asked for here first, so its absence reads as one paragraph naming the extra rather
-than a ModuleNotFoundError from deep inside a stage process."""
+`conveyor[fused]`; a CUDA build of torch brings it already), ogb (the OGB datasets,
+`conveyor[ogb]`) and matplotlib (mode=compare's figure, `conveyor[compare]`). Without them
+everything else imports and runs: each is imported only where it is used, and asked for here
+first, so its absence reads as one paragraph naming the extra rather than a ModuleNotFoundError
+from deep inside a stage process."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,7 +11,8 @@ import importlib.util
 from conveyor.core.errors import ConveyorError
 
 # module -> (the extra that installs it, the requirement it stands for in pyproject.toml)
-EXTRAS = {"triton": ("fused", "triton>=3.0,<4"), "ogb": ("ogb", "ogb>=1.3.6,<2")}
+EXTRAS = {"triton": ("fused", "triton>=3.0,<4"), "ogb": ("ogb", "ogb>=1.3.6,<2"),
+          "matplotlib": ("compare", "matplotlib")}
 
 
 def has_module(module: str) -> bool:

@@ -58,7 +58,8 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
     if weight_attr is not None and not isinstance(weight_attr, str):
         raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
     by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
-    return Options(pipeline or by_workers or "auto", depth or prefetch or DEFAULT_DEPTH, kind,
+    depth = depth if depth is not None else prefetch or DEFAULT_DEPTH  # depth=0 is refused, not replaced
+    return Options(pipeline or by_workers or "auto", depth, kind,
                    weight_attr, transform)
 
 
@@ -81,6 +82,8 @@ def untyped_input_node_ids(input_nodes, graph: Graph, subgraph_type: str) -> Tup
                             f"None, got {input_nodes!r}: node types are for heterogeneous graphs (a "
                             f"HeteroData), and this graph has one type.")
     ids = torch.as_tensor(input_nodes) if not isinstance(input_nodes, range) else torch.tensor(input_nodes)
+    if ids.numel() == 0 and ids.dtype.is_floating_point:  # [] reads as float: no ids, no batch (PyG)
+        ids = ids.long()
     if ids.dtype == torch.bool:
         if ids.shape != (graph.num_nodes,):
             raise ConveyorError(f"input_nodes as a boolean mask must have one entry per node "

@@ -41,12 +41,20 @@ def label_edges(edge_label_index, data, graph: Graph) -> Tensor:
     order of its edge_index (PyG's default)."""
     if edge_label_index is None:
         given = getattr(data, "edge_index", None)
+        if given is None and not isinstance(data, Graph):  # PyG's loader fails on it too
+            raise ConveyorError("conveyor.LinkNeighborLoader was given no edge_label_index and the data has no "
+                                "edge_index, so there are no links to cut batches from; pass "
+                                "edge_label_index=[2, P] node pairs (the links to score).")
         edges = graph.edge_index() if given is None or isinstance(data, Graph) else given
         return torch.as_tensor(edges).as_subclass(Tensor).long().cpu()
     if isinstance(edge_label_index, (str, tuple, list)):
         raise ConveyorError(f"conveyor.LinkNeighborLoader takes edge_label_index as a [2, P] tensor of node ids "
                             f"(or None: every edge), got {edge_label_index!r}: edge types are for heterogeneous "
                             f"graphs, which it does not support.")
+    if getattr(edge_label_index, "layout", torch.strided) != torch.strided:
+        raise ConveyorError(f"edge_label_index must be a dense [2, P] tensor of node ids, got a "
+                            f"{edge_label_index.layout} one; pass the pairs it holds, e.g. "
+                            f"edge_label_index.coalesce().indices() for a sparse adjacency matrix.")
     edges = torch.as_tensor(edge_label_index).as_subclass(Tensor)
     if edges.dim() != 2 or edges.size(0) != 2 or edges.dtype.is_floating_point or edges.dtype == torch.bool:
         raise ConveyorError(f"edge_label_index must be an integer tensor of shape [2, P] (sources, destinations), "

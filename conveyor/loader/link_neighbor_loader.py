@@ -61,6 +61,8 @@ class LinkNeighborLoader(PyGLoader):
         self.leave_out = replaced_keys(negatives)
         options, graph, layout, device, seed = loader_inputs("LinkNeighborLoader", data, batch_size, taken, pipeline,
                                                              depth, sampler, cache, device, seed, self.leave_out)
+        if negatives is not None:
+            negatives.check_room(batch_size)
         edges = label_edges(edge_label_index, data, graph)
         labels = link_labels(edge_label, edges.size(1), negatives)
         self.input_id = input_ids(taken.get("input_id"), edges.size(1))

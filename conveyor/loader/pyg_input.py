@@ -101,7 +101,12 @@ def as_tensor(value, key: str) -> Tensor:
             value = torch.from_numpy(value)
     if not isinstance(value, Tensor):
         raise ConveyorError(f"data.{key} must be a tensor or a numpy array, got a {type(value).__name__}.")
+    if value.layout != torch.strided:
+        raise ConveyorError(f"data.{key} is a sparse tensor ({value.layout}); conveyor's loaders slice dense "
+                            f"tensors by node or edge: pass data.{key} = data.{key}.to_dense().")
     value = value.as_subclass(Tensor)  # PyG's EdgeIndex and other subclasses as plain tensors
+    if value.requires_grad:  # a learnable x or edge embedding (PyG takes it): batches carry its values
+        value = value.detach()
     if value.is_cuda:
         raise ConveyorError(f"data.{key} is on {value.device}; conveyor.NeighborLoader reads the graph from "
                             f"host memory and puts batches on device=: pass data.cpu().")

@@ -10,6 +10,7 @@ from typing import Dict, Tuple
 from conveyor.partition.datasets import load_configured
 from conveyor.partition.partitioner import ensure_partitioned
 from conveyor.partition.settings import DataSettings, PartitionSettings
+from conveyor.partition.store import check_parts_folder
 
 log = logging.getLogger("conveyor")
 
@@ -43,6 +44,7 @@ def make_partitions(data: DataSettings, partition: PartitionSettings, num_hops: 
     len(sampler.fanouts)) into `partition_dir`, unless a matching partitioning is there already
     (and not `force`). Returns (folder, report, reused)."""
     directory = partition_dir(data, partition, num_hops, world_size)
+    check_parts_folder(directory)  # before the graph is read
     report, reused = ensure_partitioned(load_configured(data), world_size, num_hops, partition.method, directory,
                                         partition.seed, list(partition.splits), force)
     log.info("%d partitions %s %s: training nodes %s", world_size,

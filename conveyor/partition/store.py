@@ -60,6 +60,21 @@ COMMON_INFO = ("num_parts", "num_hops", "method", "seed", "splits", "graph", "gr
                "graph_edges", "fingerprint")
 
 
+def check_parts_folder(directory) -> None:
+    """Refuse, before the graph is read, a partitions folder that cannot be made: its nearest
+    existing ancestor must take a new folder (probed: /proc, a read-only mount, a file)."""
+    directory = Path(directory).expanduser().absolute()
+    existing = next(p for p in (directory, *directory.parents) if p.exists() or p.is_symlink())
+    if existing == directory and directory.is_dir():
+        return
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".conveyor-probe-", dir=existing))
+    except OSError as error:
+        raise ConveyorError(f"cannot make the partitions folder {directory}: {existing} "
+                            f"{'is not a folder' if not existing.is_dir() else 'takes no new folder'} "
+                            f"({error.strerror}); set partition.dir to a folder you can write to.") from None
+
+
 def save_parts(parts: Iterable[Part], directory) -> Dict:
     """Save parts (a list, or a generator so that one part at a time is in memory), then
     `partition.json`; replaces an earlier partitioning in `directory`. Returns the header."""

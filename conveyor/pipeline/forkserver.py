@@ -31,9 +31,11 @@ import signal
 import threading
 from multiprocessing import forkserver
 
+import psutil
 import torch.multiprocessing as mp
 
 from conveyor.core.cores import usable_cores
+from conveyor.core.errors import ConveyorError
 
 # What a stage process imports before it works: torch, the stage bodies and what they build.
 PRELOAD = ["torch", "conveyor.pipeline.stages", "conveyor.samplers.bsp", "conveyor.cache",
@@ -44,7 +46,24 @@ _lock = threading.Lock()
 def stage_context():
     """The multiprocessing context the stage processes start from (the fork server, running)."""
     start_early()
+    check_not_stopped()
     return mp.get_context("forkserver")
+
+
+def check_not_stopped() -> None:
+    """A fork server that is stopped (SIGSTOP, a debugger), not dead, never answers: a stage
+    started from it would wait forever without a word. Said, with the fix, instead."""
+    pid = server_pid()
+    try:
+        stopped = pid is not None and psutil.Process(pid).status() in (psutil.STATUS_STOPPED,
+                                                                        psutil.STATUS_TRACING_STOP)
+    except psutil.Error:  # gone meanwhile: ensure_running starts another at the next start
+        return
+    if stopped:
+        raise ConveyorError(f"the fork server the pipeline's stage processes start from (process {pid}) is "
+                            f"stopped (SIGSTOP, or held by a debugger), so an async loader would wait for it "
+                            f"forever. Continue it (kill -CONT {pid}) or end it (kill {pid}: the next loader "
+                            f"starts another), or use pipeline='serial'.")
 
 
 def start_early() -> None:

@@ -62,6 +62,8 @@ class EpochPlan:
     drop_last: bool = False
 
     def positions(self, epoch: int) -> List[Tensor]:
+        if self.nodes.numel() == 0:
+            return []  # no seeds, no batch (split() would give one empty one), as PyG's loaders
         everything = torch.arange(self.nodes.numel())
         batches = list((shuffled(everything, self.seed, epoch) if self.shuffle else everything).split(self.batch_size))
         if self.drop_last and batches and batches[-1].numel() < self.batch_size:

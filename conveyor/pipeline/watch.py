@@ -10,6 +10,7 @@ import time
 from typing import Dict, Optional
 
 from conveyor.core import ConveyorError
+from conveyor.core.errors import ProcessDied
 from conveyor.pipeline.processes import StageProcesses
 from conveyor.pipeline.settings import STAGES
 from conveyor.pipeline.shutdown import describe_exit
@@ -22,6 +23,10 @@ DEATH_GRACE_S = 2.0  # how long a stage's death or error report may lag behind i
 
 class PipelineError(RuntimeError):
     """A stage process failed or stalled; the message says which, and holds its traceback."""
+
+
+class StageDied(PipelineError, ProcessDied):
+    """A stage process was killed, or exited without reporting an error."""
 
 
 class StageWatch:
@@ -45,7 +50,7 @@ class StageWatch:
         silent = [name for name in dead if name not in errors]
         if silent:
             proc = self.stages.processes[silent[0]]
-            raise PipelineError(
+            raise StageDied(
                 f"pipeline: the {silent[0]} stage (process {proc.pid}) {describe_exit(proc.exitcode)} without "
                 f"reporting an error; the run is stopped. Its own output above, if any, says more.")
         stage, (pid, type_name, is_conveyor_error, message, trace) = next(iter(errors.items()))

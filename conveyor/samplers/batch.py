@@ -62,7 +62,8 @@ class SampledBatch:
     @classmethod
     def from_tensors(cls, tensors: Dict[str, Tensor], num_nodes_per_hop: List[int]) -> "SampledBatch":
         hops = len(num_nodes_per_hop) - 1
-        positions = [tensors[f"p{h}"] for h in range(hops)] if hops and "p0" in tensors else None
+        # zero hops (PyG's num_neighbors=[]): no edges, so every position is known (none)
+        positions = [tensors[f"p{h}"] for h in range(hops)] if not hops or "p0" in tensors else None
         extras = {k[len(EXTRA):]: v for k, v in tensors.items() if k.startswith(EXTRA)}
         return cls(tensors["n_id"], torch.tensor(num_nodes_per_hop, dtype=torch.long),
                    [tensors[f"e{h}"] for h in range(hops)], positions, extras)

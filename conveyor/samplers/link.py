@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from conveyor.core import ConveyorError
+from conveyor.core.memory import check_memory
 from conveyor.partition import Graph
 from conveyor.samplers.batch import SampledBatch
 
@@ -44,12 +45,20 @@ class Negatives:
         if self.mode not in NEGATIVE_MODES:
             raise ConveyorError(f"neg_sampling's mode must be binary or triplet, got {self.mode!r}.")
         amount = self.amount
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not amount > 0:
-            raise ConveyorError(f"neg_sampling's amount must be a number above 0 (negatives per positive "
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 < amount < math.inf:
+            raise ConveyorError(f"neg_sampling's amount must be a finite number above 0 (negatives per positive "
                                 f"link), got {amount!r}.")
         if self.mode == "triplet" and amount != math.ceil(amount):
             raise ConveyorError(f"neg_sampling='triplet' draws a whole number of negative destinations "
                                 f"per link: its amount must be an integer, got {amount!r}.")
+
+
+    def check_room(self, batch_size: int, name: str = "neg_sampling's amount") -> None:
+        """Refuse an amount (`name`: the setting) whose negatives for one batch of `batch_size`
+        links cannot fit in memory (two int64 ids each, drawn, joined, made unique: ~4 copies)."""
+        count = math.ceil(batch_size * self.amount)
+        check_memory(f"{name}={self.amount:g} ({count:,} negatives a batch of {batch_size:,} links)",
+                     {"for the negatives' node ids": 4 * 16 * count}, "cpu", f"Lower {name}, or the batch size.")
 
 
 def negative_seed(seed: int) -> int:

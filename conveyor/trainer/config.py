@@ -19,9 +19,11 @@ from conveyor.core.errors import one_line
 from conveyor.core.extras import require_extra
 from conveyor.core.links import path_kind
 from conveyor.partition.datasets import OGB, TYPED, check_root
-from conveyor.partition.datasets.custom import check_folder
+from conveyor.partition.datasets.custom import check_folder, feature_width
 from conveyor.partition.datasets.ogbn import check_ogb_installed
+from conveyor.partition.datasets.planetoid_files import EXPECTED
 from conveyor.partition.datasets.synthetic import check_synthetic_room
+from conveyor.partition.datasets.synthetic_mag import check_synthetic_mag_room
 from conveyor.samplers import resolve_sampler_name
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
@@ -52,13 +54,23 @@ def check_machine(settings: TrainingSettings) -> None:
     check_world_size(settings.run.world_size, device)
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))
-    check_model_size(settings.model.hidden, getattr(settings.data, "num_classes", None),
-                     len(settings.sampler.fanouts), device, getattr(settings.data, "num_features", None),
+    classes, features = known_widths(settings.data)
+    check_model_size(settings.model.hidden, classes, len(settings.sampler.fanouts), device, features,
                      copies=settings.run.world_size if device.type == "cpu" else 1)
     check_data_paths(settings.data)
     check_model_target(settings.model)
     if settings.sampler.name == "fused":  # an extra (core/extras.py): named here, not in the sampler process
         require_extra("triton", "sampler=fused (the fused Triton sampler)")
+
+
+def known_widths(data) -> tuple:
+    """The data's classes and feature width where known before it loads (synthetic's settings,
+    Planetoid's fixed sizes, a custom x.npy's header), else None: the first layer's weights
+    (features x hidden) are most of a wide model's."""
+    if data.name in EXPECTED:
+        return EXPECTED[data.name][2], EXPECTED[data.name][1]
+    features = feature_width(data.path) if data.name == "custom" and data.path else None
+    return getattr(data, "num_classes", None), getattr(data, "num_features", features)
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -154,6 +166,8 @@ def check_data_paths(data) -> None:
         check_folder(data.path)
     if data.name == "synthetic":  # a graph of these sizes is generated: refused here if it cannot fit
         check_synthetic_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
+    if data.name == "synthetic_mag":
+        check_synthetic_mag_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
 
 
 def check_model_target(model: ModelSettings) -> None:

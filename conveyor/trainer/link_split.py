@@ -65,6 +65,12 @@ def split_links(graph: Graph, val_ratio: float, test_ratio: float, seed: int) ->
                             f"task.val_ratio and task.test_ratio.")
     finally:
         random.setstate(python_state)
+    for name, ratio, held in (("validation", val_ratio, val), ("test", test_ratio, test)):
+        if int(held.edge_label.sum()) == 0:  # its AUC would be nan, silently
+            key = "val_ratio" if name == "validation" else "test_ratio"
+            raise ConveyorError(f"task=link: task.{key}={ratio:g} of {graph!r}'s edges leaves no {name} link, "
+                                f"so the run would have no {name} figure (AUC nan). Raise task.{key} (e.g. 0.05 "
+                                f"or 0.1), or give the graph more edges.")
     return LinkSplit(message_graph(graph, train), message_graph(graph, test), train.edge_label_index,
                      val.edge_label_index, val.edge_label.float(), test.edge_label_index, test.edge_label.float(),
                      undirected)

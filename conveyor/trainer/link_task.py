@@ -66,6 +66,7 @@ class LinkTask:
     def __init__(self, settings, graph: Graph):
         self.settings, task = settings, settings.task
         self.split = split_links(graph, task.val_ratio, task.test_ratio, settings.run.seed)
+        Negatives("binary", task.neg_ratio).check_room(settings.trainer.batch_size, "task.neg_ratio")
         self.figure_names = ("auc", f"hits@{task.hits_k}", "loss", "acc")
         self.plans = {}  # split -> its layer-wise batches, kept from the first evaluation
         log.info("task: link prediction, %s; decoder %s, %g negatives per link", self.split.describe(),

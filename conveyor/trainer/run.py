@@ -186,6 +186,7 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     start_epoch, history, best = 1, [], no_best(metric)
     if state is not None:
         start_epoch, history, best = resume(state, model, optimizer, scheduler, config, out_dir)
+        best = best_kept(best, out_dir, metric)
     recorder = ctx.recorder(out_dir, config, history)
     edges = edge_spec(model, graph)
     if edges:  # the console's start-up stays short: the line where the run reads some
@@ -252,6 +253,17 @@ def resume(state: dict, model, optimizer, scheduler, config: dict, out_dir) -> t
     apply_optimizer_settings(optimizer, state.get("config"), config)
     log.info("resuming after epoch %d", state["epoch"])
     return state["epoch"] + 1, state["history"], state["best"]
+
+
+def best_kept(best: dict, out_dir: Path, metric: str) -> dict:
+    """The checkpoint's best figures, if best.pt still holds that epoch's model; else (moved or
+    deleted since) said, and the best counted afresh from here, so that nothing cites a lost file."""
+    if best.get("epoch") is None or (Path(out_dir) / BEST).is_file():
+        return best
+    log.warning("%s is gone, so the best epoch so far (%d, val %s %s) has no model: the best epoch is "
+                "counted afresh from this resume", Path(out_dir) / BEST, best["epoch"], metric,
+                _fmt(best.get(f"val_{metric}")))
+    return no_best(metric)
 
 
 def check_validation_nodes(trainer, ctx, graph: Graph) -> None:

@@ -53,7 +53,8 @@ class RunSettings(Section):
                                     "process id", text(hint="the run's own folder"))
     resume: bool = setting(False, "continue the run in run.out_dir from its last checkpoint", boolean())
     dist_timeout_s: float = setting(300, "run.world_size > 1: a rank stuck this long in a collective fails "
-                                         "the job", number(0, low_open=True))
+                                         "the job (at least 10: the ranks' start-up takes seconds)",
+                                    number(10, hint="seconds, e.g. 300"))
 
     def check(self) -> None:  # `~` expanded once, here, so the lock, the checks and every write agree
         object.__setattr__(self, "out_dir", os.path.expanduser(self.out_dir))
@@ -89,7 +90,7 @@ class TrainerSettings(Section):
                               number(0, 1, low_open=True, high_open=True, hint="the factor of each decay"))
     lr_patience: int = setting(10, "plateau: evaluations without a better val acc before a decay",
                                integer(0, hint="plateau: evaluations without a better val acc"))
-    progress: bool = setting(True, "tqdm progress bar", boolean())
+    progress: bool = setting(True, "tqdm progress bar (on a terminal only)", boolean())
     precision: Any = setting("auto", "32 | tf32 | bf16-mixed (autocast; CPU too) | auto: tf32 on CUDA, 32 on CPU",
                              Rule(f"one of {', '.join(PRECISIONS)}", lambda v: str(v) in PRECISIONS))
     log_every: int = setting(50, "batches between reads of the loss from the device (progress bar, TensorBoard "

@@ -19,6 +19,8 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import torch
+
 from conveyor.core.errors import ConveyorError
 from conveyor.partition.datasets.common import check_options
 from conveyor.partition.graph import Graph
@@ -94,13 +96,21 @@ def load_configured(data) -> Graph:
     they agree on the graph (and a saved partitioning's fingerprint matches)."""
     root = data.root_folder() if data.name != "custom" else None  # custom reads data.path
     graph = check_trainable(load_dataset(data.name, root=root, **data.options()), data.name)
-    if data.normalize_features:  # as PyG's NormalizeFeatures: rows sum to 1
-        normalize = lambda x: x / x.sum(1, keepdim=True).clamp(min=1e-12)  # noqa: E731
+    if data.normalize_features:  # as PyG's NormalizeFeatures
         if is_typed(graph):
             graph.typed = {k: normalize(v) if k.startswith("x.") else v for k, v in graph.typed.items()}
         else:
             graph.x = normalize(graph.x)
     return graph
+
+
+def normalize(x):
+    """PyG's NormalizeFeatures, exactly: shifted to a minimum of 0 (so that no row sums to a
+    negative or tiny number), then each row divided by its sum, or by 1 where that is below 1."""
+    if not x.numel():
+        return x
+    x = x - x.min()
+    return x / x.sum(-1, keepdim=True).clamp(min=1.0)
 
 
 def check_trainable(graph: Graph, name: str) -> Graph:
@@ -111,6 +121,11 @@ def check_trainable(graph: Graph, name: str) -> Graph:
     if graph.num_classes is None:
         raise ConveyorError(f"dataset {name!r} does not say how many classes it has; set "
                             f"graph.num_classes.")
+    y = getattr(graph, "y", None)
+    if isinstance(y, torch.Tensor) and y.dim() == 1 and int(graph.num_classes) < 2:  # not [N, 1] targets
+        raise ConveyorError(f"dataset {name!r} has labels of one class only ({graph.num_classes} class): a "
+                            f"classifier of one class is always right, and its accuracy says nothing. Give "
+                            f"it labels of at least two classes (or set num_classes to their count).")
     if graph.train_idx is None or graph.train_idx.numel() == 0:
         raise ConveyorError(f"dataset {name!r} has an empty training split; give it "
                             f"training nodes (train_idx, or train_mask in a PyG Data) to train on.")

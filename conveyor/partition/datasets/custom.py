@@ -86,6 +86,16 @@ def _check_range(directory: Path, name: str, ids: torch.Tensor, n: int) -> None:
                             f"(the rows of x).")
 
 
+def feature_width(path) -> int | None:
+    """The width of x in the custom dataset at `path`, read from x.npy's header alone (None when
+    it cannot be read so cheaply: a .pt file, no file, a damaged one; loading says why)."""
+    try:
+        shape = np.load(Path(path).expanduser() / "x.npy", mmap_mode="r", allow_pickle=False).shape
+    except (OSError, ValueError, TypeError):
+        return None
+    return int(shape[1]) if len(shape) == 2 else None
+
+
 def check_folder(path: str | Path | None) -> Path:
     """The folder `path` (data.path) names; a ConveyorError naming what it must hold if it is
     none. Run with the config check too, so that a wrong path ends before any work."""

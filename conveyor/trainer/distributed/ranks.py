@@ -45,7 +45,7 @@ from conveyor.partition.configured import make_partitions
 from conveyor.partition.datasets import load_configured
 from conveyor.partition.store import load_part
 from conveyor.pipeline.shutdown import stop_processes
-from conveyor.trainer.distributed.rank_context import RankContext, RankFailed, num_batches_per_epoch
+from conveyor.trainer.distributed.rank_context import RankContext, RankDied, RankFailed, num_batches_per_epoch
 from conveyor.trainer.distributed.watch import RankWatch, die_with_agent, error_file
 from conveyor.trainer.loop.interrupts import STOP_SIGNALS
 from conveyor.trainer.outputs.checkpoint import prepare_out_dir
@@ -253,7 +253,7 @@ def _failure(procs, failed: List[int], notes: Path) -> Exception:
     code = proc.exitcode
     how = (f"was killed by signal {signal.Signals(-code).name}" if code < 0 else
            f"exited with code {code} (its own output above says why)")
-    return RankFailed(f"{who} {how}, so the other ranks were stopped.")
+    return RankDied(f"{who} {how}, so the other ranks were stopped.")
 
 
 # -- entry point ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def train_epoch(model, optimizer, batches, total: int, progress: bool = True, de
     model.train()
     meter, costs = DeviceMeter(), CostSum()
     train_s = 0.0
-    bar = tqdm(batches, total=total, desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
+    bar = tqdm(batches, total=total, desc=desc, disable=None if progress else True, leave=False, dynamic_ncols=True)
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def evaluate(model, batches, total: int, progress: bool = False, desc: str = "ev
     train_epoch's."""
     model.eval()
     meter = DeviceMeter()
-    for pb in tqdm(batches, total=total, desc=desc, disable=not progress, leave=False):
+    for pb in tqdm(batches, total=total, desc=desc, disable=None if progress else True, leave=False):
         raise_if_stop_requested()
         with autocast():
             out = model(pb.x.float(), pb.batch.layers(), **batch_inputs(model, pb, degree))

@@ -97,7 +97,9 @@ def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: 
     degree = graph_degree(graph, degree_weight(model, graph)) if takes_degrees else None
     edge_names = layer_edge_inputs(model, graph)
     inputs = outputs = graph.x  # layer 1 reads the features, by global id
-    for batch in tqdm(plan, total=len(plan), desc="eval", disable=not progress, leave=False, dynamic_ncols=True):
+    bar = tqdm(plan, total=len(plan), desc="eval", disable=None if progress else True, leave=False,
+               dynamic_ncols=True)  # disable=None: shown on a terminal only, not in a log file
+    for batch in bar:
         if batch.start == 0:  # a new layer: its input is the previous layer's output
             inputs, outputs = outputs, None
         if batch.x is not None:  # gathered by the pipeline, through the cache (in its dtype already)

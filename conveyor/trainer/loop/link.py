@@ -36,7 +36,7 @@ def train_link_epoch(model, optimizer, batches, total: int, progress: bool = Tru
     arguments; the loss is BCE on the batch's link labels)."""
     model.train()
     meter, costs, train_s = DeviceMeter(), CostSum(), 0.0
-    bar = tqdm(batches, total=total, desc=desc, disable=not progress, leave=False, dynamic_ncols=True)
+    bar = tqdm(batches, total=total, desc=desc, disable=None if progress else True, leave=False, dynamic_ncols=True)
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()

@@ -83,8 +83,46 @@ def check_layout(state, path: Path) -> None:
                     for key, kind in RESUMED.items() if not isinstance(state.get(key), kind)]
         if not isinstance(state.get("config", {}), dict):
             problems.append(f"config is a {type(state['config']).__name__}, not a dict")
+        problems = problems or field_problems(state)
     if problems:
         raise ConveyorError(f"cannot resume from checkpoint {path} ({'; '.join(problems)}). {NOT_OURS}")
+
+
+def field_problems(state: dict) -> list:
+    """What is wrong in the fields' values (their types being right): the epoch a whole number
+    >= 0; the history one record per evaluated epoch, epochs rising within 1..epoch; the best
+    figures of one metric, at an epoch within 1..epoch or none; the optimizer's state and groups."""
+    epoch, history, best, optimizer = state["epoch"], state["history"], state["best"], state["optimizer"]
+    if isinstance(epoch, bool) or epoch < 0:
+        return [f"epoch is {epoch!r}, not a count of epochs >= 0"]
+    epochs = [record.get("epoch") if isinstance(record, dict) else None for record in history]
+    problems = []
+    if not all(isinstance(e, int) and not isinstance(e, bool) and 1 <= e <= epoch for e in epochs) \
+            or epochs != sorted(set(epochs)):
+        problems.append(f"history is not one record (a dict) per epoch, epochs rising within 1..{epoch}: "
+                        f"it holds {str(epochs)[:80]}")
+    figures = sorted(k for k in best if k != "epoch")
+    metric = figures[0][len("test_"):] if figures else ""
+    best_epoch = best.get("epoch")
+    if "epoch" not in best or figures != [f"test_{metric}", f"val_{metric}"] or not (
+            best_epoch is None or isinstance(best_epoch, int) and 1 <= best_epoch <= epoch) or not all(
+            best[k] is None or isinstance(best[k], (int, float)) and 0.0 <= best[k] <= 1.0 for k in figures):
+        problems.append(f"best is {str(best)[:120]}, not the best epoch within 1..{epoch} (or None) with its "
+                        f"validation and test figures in [0, 1]")
+    if not isinstance(optimizer.get("state"), dict) or not isinstance(optimizer.get("param_groups"), list):
+        problems.append("optimizer holds no state and param_groups")
+    return problems
+
+
+def check_optimizer_shapes(model, optimizer) -> None:
+    """Each parameter's optimizer state (Adam's moments, SGD's momentum) of the parameter's shape:
+    torch's load_state_dict takes any shape, and the first step would fail, or broadcast."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for name, value in optimizer.state.get(param, {}).items():
+                if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                    raise ValueError(f"the optimizer's {name} has shape {tuple(value.shape)} for a parameter of "
+                                     f"shape {tuple(param.shape)}")
 
 
 def restore_weights(model, optimizer, state: dict, out_dir) -> None:
@@ -93,7 +131,8 @@ def restore_weights(model, optimizer, state: dict, out_dir) -> None:
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as error:
+        check_optimizer_shapes(model, optimizer)
+    except (RuntimeError, ValueError, KeyError, TypeError) as error:
         raise ConveyorError(f"cannot resume from checkpoint {checkpoint_path(out_dir)}: its weights "
                             f"do not fit this {type(model).__name__} ({one_line(str(error))[:400]}) "
                             f"{NOT_OURS}") from error

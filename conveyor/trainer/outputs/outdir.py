@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 from conveyor.core import ConveyorError
@@ -20,6 +21,7 @@ from conveyor.core.links import refuse_link
 
 LOCK_FILE = ".conveyor.lock"
 _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's locks, kept open
+_made: set[Path] = set()  # the out_dirs this process made (a refused run removes its own: remove_if_refused)
 
 
 def lock_out_dir(out_dir) -> None:
@@ -30,6 +32,7 @@ def lock_out_dir(out_dir) -> None:
         if out_dir in _held:
             return
         path = out_dir / LOCK_FILE
+        made = not out_dir.exists()
         out_dir.mkdir(parents=True, exist_ok=True)
         refuse_link(path)  # the run writes its pid into the lock: never through a planted link
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -50,6 +53,22 @@ def lock_out_dir(out_dir) -> None:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     _held[out_dir] = fd
+    if made:
+        _made.add(out_dir)
+
+
+def remove_if_refused(out_dir) -> None:
+    """After a run was refused before its first checkpoint: the folder this process made for it
+    (its lock, its .hydra/ config, its log) removed, so that a refused run leaves nothing behind.
+    A folder that was there before, or that holds a checkpoint, stays."""
+    out_dir = Path(out_dir).expanduser().resolve()
+    if out_dir not in _made or (out_dir / "checkpoints").exists():
+        return
+    _made.discard(out_dir)
+    fd = _held.pop(out_dir, None)
+    if fd is not None:
+        os.close(fd)  # the lock goes with it
+    shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def owns_out_dir() -> bool:

@@ -20,6 +20,7 @@ log = logging.getLogger("conveyor")
 
 FIXED = ("model.", "data.", "sampler.", "run.seed", "trainer.batch_size", "trainer.lr_")
 MAY_MOVE = ("data.root",)  # where the same data lies
+SAID = ("trainer.precision",)  # may change (a 32-bit run resumed under bf16-mixed), said in the log
 OPTIMIZER = {"trainer.lr": "lr", "trainer.weight_decay": "weight_decay"}  # config key -> param group
 FIXED_BY_SCHEDULE = {"cosine": ("trainer.lr", "trainer.epochs"), "step": ("trainer.lr",),
                      "plateau": ("trainer.lr",)}
@@ -47,6 +48,7 @@ def check_resumable(saved_config: dict | None, config: dict, out_dir: Path) -> N
     differing = [key for key in sorted(saved.keys() & now.keys())
                  if (key.startswith(FIXED) and key not in MAY_MOVE or key in fixed_now)
                  and saved[key] != now[key]]
+    say_changes(saved, now)
     if differing:
         changes = "; ".join(f"{key}: {saved[key]!r} in the checkpoint, {now[key]!r} now"
                             for key in differing)
@@ -57,6 +59,13 @@ def check_resumable(saved_config: dict | None, config: dict, out_dir: Path) -> N
             f"new run in another run.out_dir. Only trainer.lr (unless an lr schedule owns it) and "
             f"trainer.weight_decay may change on resume, besides the epochs (unless cosine's), "
             f"the evaluation and the pipeline.")
+
+
+def say_changes(saved: dict, now: dict) -> None:
+    """Keys that may change on resume but change what the run computes: said in the log."""
+    for key in SAID:
+        if key in saved and key in now and saved[key] != now[key]:
+            log.warning("resuming with %s=%s, where the checkpoint's epochs ran under %s", key, now[key], saved[key])
 
 
 def resolved(flat: dict) -> dict:
