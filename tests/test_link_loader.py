@@ -132,6 +132,7 @@ def global_pairs(batch):
     (dict(edge_label_index=torch.tensor([[0], [500]])), "0..119"),
     (dict(edge_label=torch.ones(5)), "one label per link"),
     (dict(node_sampler=object()), "node_sampler"),
+    (dict(sampler="bsp"), "is given as node_sampler="),
 ])
 def test_an_unsupported_or_bad_argument_is_refused_by_name(keywords, words):
     with pytest.raises(ConveyorError, match=words):

@@ -99,20 +99,22 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     to give PyG's subgraph type. A typed graph's `num_neighbors` may be a dict by edge type."""
     fanouts = checked_fanouts(num_neighbors, graph)
     if isinstance(sampler, torch.utils.data.Sampler):
-        raise ConveyorError("conveyor.NeighborLoader's sampler= is the neighbour sampler (auto, bsp, fused, "
-                            "pyg, or your own), not a torch Sampler of indices: batches are cut from "
-                            "input_nodes by batch_size, shuffle and drop_last.")
+        raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
+                            "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
     if isinstance(sampler, str):
         if sampler not in (*SAMPLERS, "auto"):
-            raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, "
+            raise ConveyorError(f"conveyor.NeighborLoader's node_sampler must be one of auto, "
                                 f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
         if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
-            raise ConveyorError(f"sampler={sampler!r} draws graphs of one node and edge type; sample a HeteroData "
-                                f"with sampler='bsp' (or 'auto').")
+            raise ConveyorError(f"node_sampler={sampler!r} draws graphs of one node and edge type; sample a "
+                                f"HeteroData with node_sampler='bsp' (or 'auto').")
         if resolve_sampler_name(sampler, device) == "fused":
-            require_extra("triton", "sampler='fused'")  # here, not in the sampler's process
+            require_extra("triton", "node_sampler='fused'")  # here, not in the sampler's process
         sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
                               **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
+    elif not (callable(getattr(sampler, "sample", None)) or callable(getattr(sampler, "build", None))):
+        raise ConveyorError(f"node_sampler= takes auto, bsp, fused, pyg, or a sampler object (with sample(seeds) or "
+                            f"build(graph, device)), got a {type(sampler).__name__}.")
     elif options.weight_attr is not None:
         raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
                             "draws as it likes: weigh its draws itself, or leave weight_attr out.")

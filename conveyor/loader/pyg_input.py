@@ -58,6 +58,11 @@ def graph_of_graph(graph: Graph) -> Tuple[Graph, BatchLayout]:
 
 
 def graph_of_data(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, BatchLayout]:
+    if "adj_t" in data:  # PyG's ToSparseTensor: a batch needs it sliced, which conveyor does not do yet
+        raise ConveyorError("the data holds adj_t (T.ToSparseTensor's adjacency), which conveyor's loaders do not "
+                            "slice into batches; give the graph as edge_index alone (T.ToSparseTensor("
+                            "remove_edge_index=False) then del data.adj_t; a layer takes the batches' edge_index as it "
+                            "takes adj_t), or use torch_geometric.loader.NeighborLoader for this loop.")
     no_edges = data.edge_index is None  # PyG's Data(num_nodes=N): nodes, no edge
     edge_index = torch.empty(2, 0, dtype=torch.long) if no_edges else as_tensor(data.edge_index, "edge_index")
     num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0

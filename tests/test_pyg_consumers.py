@@ -1,0 +1,97 @@
+"""conveyor's loaders as PyG's code sees them (issue 48; PyG's own tests of that code:
+test_pyg_consumers_spec.py): they are PyG's loader classes and torch DataLoaders with the fields
+PyG reads, `sampler=` / `batch_sampler=` are torch samplers of seed positions, `worker_init_fn` (and
+PyG's enable_multithreading) runs in the two stage processes, and what they cannot carry is refused
+by name."""
+import functools
+import os
+
+import pytest
+import torch
+import torch_geometric
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.sampler import NodeSamplerInput
+
+from conveyor import ConveyorError, LinkNeighborLoader, NeighborLoader
+from tests.helpers import feature_graph, record_worker
+
+
+def small_data() -> Data:
+    torch.manual_seed(0)
+    return Data(x=torch.randn(30, 4), y=torch.arange(30), edge_index=torch.randint(0, 30, (2, 120)))
+
+
+def test_the_loaders_are_pygs_classes_with_the_fields_pyg_reads():
+    data = small_data()
+    loader = NeighborLoader(data, [3, 2], batch_size=8, pipeline="serial", transform=lambda b: b.update({"t": 1}))
+    assert isinstance(loader, torch_geometric.loader.NeighborLoader)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    assert list(loader.node_sampler.num_neighbors.values) == [3, 2] and len(loader.node_sampler.num_neighbors) == 2
+    assert (loader.node_sampler.sampler, loader.node_sampler.replace, loader.node_sampler.disjoint) == \
+        ("auto", False, False)
+    assert isinstance(loader.input_data, NodeSamplerInput) and torch.equal(loader.input_data.node, torch.arange(30))
+    assert (loader.num_workers, loader.worker_init_fn, loader.filter_per_worker, loader.sampler) == \
+        (0, None, False, None)
+    raw = loader.collate_fn([0, 5])  # PyG's two halves: sampled, then transformed
+    assert "t" not in raw and raw.input_id.tolist() == [0, 5] and raw.n_id[:2].tolist() == [0, 5]
+    assert loader.filter_fn(raw).t == 1 and loader([0, 5]).t == 1
+    assert str(loader) == "NeighborLoader()"
+    links = LinkNeighborLoader(data, [2], batch_size=4, pipeline="serial")
+    assert isinstance(links, torch_geometric.loader.LinkNeighborLoader)
+    assert len(links.link_sampler.num_neighbors) == 1 and torch.equal(links.input_data.row, data.edge_index[0])
+    for each in (loader, links):
+        each.close()
+
+
+def test_a_torch_sampler_of_positions_draws_the_seeds():
+    graph = feature_graph()
+    seeds = torch.arange(40)
+    ordered = NeighborLoader(graph, [2], input_nodes=seeds, batch_size=16, pipeline="serial", seed=1,
+                             sampler=torch.utils.data.SequentialSampler(range(40)))
+    assert [b.n_id[:b.batch_size].tolist() for b in ordered] == [list(range(0, 16)), list(range(16, 32)),
+                                                                 list(range(32, 40))]
+    batches = NeighborLoader(graph, [2], input_nodes=seeds, pipeline="serial", batch_sampler=[[3, 1], [7, 7, 0]])
+    got = list(batches)
+    assert [b.input_id.tolist() for b in got] == [[3, 1], [7, 7, 0]]
+    assert [b.n_id[:b.batch_size].tolist() for b in got] == [[3, 1], [7, 7, 0]]  # a repeat keeps its place
+    assert len(batches) == 2
+    with pytest.raises(ConveyorError, match="yielded positions from 0 to 40"):
+        list(NeighborLoader(graph, [2], input_nodes=seeds, pipeline="serial", batch_sampler=[[0, 40]]))
+    for loader in (ordered, batches):
+        loader.close()
+
+
+def test_worker_init_fn_and_pygs_multithreading_run_in_the_stage_processes(tmp_path):
+    loader = NeighborLoader(small_data(), [2], batch_size=8, pipeline="async",
+                            worker_init_fn=functools.partial(record_worker, str(tmp_path)))
+    assert loader.num_workers == 2
+    with loader.enable_multithreading(1):
+        assert sum(b.batch_size for b in loader) == 30
+    ran = {p.name: p.read_text().split() for p in tmp_path.iterdir()}
+    assert sorted(ran) == ["0", "1"]  # the sampler process (worker 0) and the feature loader (worker 1)
+    assert all(int(pid) != os.getpid() and threads == "1" for pid, threads in ran.values())
+    assert len({pid for pid, _ in ran.values()}) == 2
+    with pytest.raises(ConveyorError, match="before the first batch"):
+        with loader.enable_multithreading(1):
+            pass
+    loader.close()
+    serial = NeighborLoader(small_data(), [2], pipeline="serial")
+    with pytest.raises(ConveyorError, match="needs worker processes"):
+        with serial.enable_cpu_affinity([0]):
+            pass
+    serial.close()
+
+
+@pytest.mark.filterwarnings("ignore:Sparse:UserWarning")
+def test_what_the_loader_cannot_carry_is_refused_by_name():
+    data = small_data()
+    data.adj_t = torch.sparse_coo_tensor(data.edge_index, torch.ones(120), (30, 30)).to_sparse_csr()
+    with pytest.raises(ConveyorError, match="holds adj_t"):
+        NeighborLoader(data, [2], pipeline="serial")
+    typed = HeteroData()
+    typed["a"].x = torch.randn(5, 2)
+    typed["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    loader = NeighborLoader(typed, [1], input_nodes="a", pipeline="serial", batch_sampler=[[0, 0, 1]])
+    with pytest.raises(ConveyorError, match="takes each seed once"):
+        next(iter(loader))
+    loader.close()
