@@ -147,10 +147,12 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
 
 
 @pytest.mark.parametrize("keywords, words", [
-    ({"replace": True}, "does not support PyG's replace=True: sampling with replacement"),
+    ({"replace": True, "node_sampler": "fused"}, "sampling with replacement (replace=True) is drawn by sampler bsp"),
+    ({"disjoint": True, "subgraph_type": "induced"}, "disjoint=True is drawn with subgraph_type='directional' only"),
+    ({"disjoint": True, "weight_attr": "w"}, "disjoint subgraphs (disjoint=True) are drawn by sampler bsp"),
     ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
     ({"transform": 5}, "transform must be callable"),
-    ({"disjoint": True}, "disjoint=True"),
+    ({"neighbor_sampler": object()}, "pass conveyor's own sampler as node_sampler="),
     ({"subgraph_type": "sideways"}, "subgraph_type must be one of directional, bidirectional, induced"),
     ({"time_attr": "time"}, "temporal sampling"),
     ({"collate_fn": list}, "collate_fn="),

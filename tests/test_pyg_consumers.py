@@ -95,3 +95,40 @@ def test_what_the_loader_cannot_carry_is_refused_by_name():
     with pytest.raises(ConveyorError, match="takes each seed once"):
         next(iter(loader))
     loader.close()
+
+
+def star_data() -> Data:
+    """Node 0 has the in-neighbours 1, 2, 3; node 4 has 5; node 6 has none."""
+    return Data(x=torch.arange(7.0).view(-1, 1), edge_index=torch.tensor([[1, 2, 3, 5], [0, 0, 0, 4]]))
+
+
+def test_replace_draws_each_fanout_with_replacement_as_pyg():
+    data = star_data()
+    loader = NeighborLoader(data, [5], input_nodes=torch.tensor([0, 4, 6]), batch_size=3, pipeline="serial",
+                            replace=True, seed=0)
+    assert loader.node_sampler.replace
+    drawn = torch.zeros(7, dtype=torch.long)
+    for _ in range(200):
+        batch = next(iter(loader))
+        assert batch.num_sampled_edges == [10]  # 5 each for 0 and 4 (whatever their degree), none for 6
+        sources, targets = batch.n_id[batch.edge_index[0]], batch.n_id[batch.edge_index[1]]
+        assert torch.equal(targets, torch.tensor([0] * 5 + [4] * 5)) and torch.all(sources[5:] == 5)
+        drawn += torch.bincount(sources[:5], minlength=7)
+    assert drawn[[0, 4, 5, 6]].sum() == 0 and all(abs(int(c) - 1000 / 3) < 60 for c in drawn[1:4])  # uniform
+    every = next(iter(NeighborLoader(data, [-1], input_nodes=torch.tensor([0]), pipeline="serial", replace=True)))
+    assert sorted(every.e_id.tolist()) == [0, 1, 2]  # -1: every neighbour once, as PyG
+    loader.close()
+
+
+@pytest.mark.parametrize("pipeline", ["serial", "async"])
+def test_disjoint_gives_each_seed_its_own_subgraph(pipeline):
+    data = Data(x=torch.arange(4.0).view(-1, 1), edge_index=torch.tensor([[1, 1, 3], [0, 2, 1]]))
+    loader = NeighborLoader(data, [-1, -1], input_nodes=torch.tensor([0, 2, 2]), batch_size=3, pipeline=pipeline,
+                            disjoint=True)
+    batch = next(iter(loader))
+    assert batch.n_id.tolist() == [0, 2, 2, 1, 1, 1, 3, 3, 3]  # node 1 and 3 once in each seed's subgraph
+    assert batch.batch.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2]
+    assert batch.edge_index.tolist() == [[3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5]]
+    assert (batch.num_sampled_nodes, batch.num_sampled_edges, batch.batch_size) == ([3, 3, 3], [3, 3], 3)
+    assert batch.x.view(-1).tolist() == batch.n_id.float().tolist() and batch.e_id.tolist() == [0, 1, 1, 2, 2, 2]
+    loader.close()

@@ -18,7 +18,7 @@ from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
-from conveyor.samplers import SamplerSpec, resolve_sampler_name
+from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, resolve_sampler_name
 from conveyor.samplers.settings import SAMPLERS
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.typed import relation_fanouts
@@ -35,6 +35,8 @@ class Options:
     subgraph_type: str = "directional"
     weight_attr: Optional[str] = None
     transform: Optional[Callable] = None
+    replace: bool = False  # PyG's: neighbours drawn with replacement
+    disjoint: bool = False  # PyG's: each seed its own subgraph (samplers/disjoint.py)
 
 
 def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
@@ -59,7 +61,7 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
         raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
     by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
     return Options(pipeline or by_workers or "auto", depth or prefetch or DEFAULT_DEPTH, kind,
-                   weight_attr, transform)
+                   weight_attr, transform, bool(taken.get("replace", False)), bool(taken.get("disjoint", False)))
 
 
 def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
@@ -98,6 +100,9 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     """A sampler option by name as a spec the stage process builds, or the user's own object, made
     to give PyG's subgraph type. A typed graph's `num_neighbors` may be a dict by edge type."""
     fanouts = checked_fanouts(num_neighbors, graph)
+    if options.disjoint and options.subgraph_type != "directional":
+        raise ConveyorError(f"disjoint=True is drawn with subgraph_type='directional' only, got "
+                            f"{options.subgraph_type!r}; leave one of them out.")
     if isinstance(sampler, torch.utils.data.Sampler):
         raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
@@ -110,8 +115,15 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
                                 f"HeteroData with node_sampler='bsp' (or 'auto').")
         if resolve_sampler_name(sampler, device) == "fused":
             require_extra("triton", "node_sampler='fused'")  # here, not in the sampler's process
-        sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
-                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
+        name = resolve_sampler_name(sampler, device)
+        check_replace(options.replace, name, is_typed(graph), options.weight_attr)
+        check_disjoint(options.disjoint, name, is_typed(graph), options.weight_attr)
+        sampler = SamplerSpec(name, fanouts, seed, once=True,  # PyG's draws
+                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}),
+                              **{k: True for k in ("replace", "disjoint") if getattr(options, k)})
+    elif options.replace or options.disjoint:
+        raise ConveyorError("replace=True and disjoint=True work with conveyor's samplers (bsp; pyg for replace); "
+                            "your own sampler draws as it likes: draw so in it, or leave them out.")
     elif not (callable(getattr(sampler, "sample", None)) or callable(getattr(sampler, "build", None))):
         raise ConveyorError(f"node_sampler= takes auto, bsp, fused, pyg, or a sampler object (with sample(seeds) or "
                             f"build(graph, device)), got a {type(sampler).__name__}.")

@@ -20,6 +20,9 @@ TAKEN = {
     "subgraph_type": "directional (PyG's default), bidirectional or induced, as PyG makes them",
     "directed": "False is PyG's old spelling of subgraph_type='induced'",
     "weight_attr": "neighbours drawn with probability proportional to that edge attribute",
+    "replace": "True: each node draws its fanout with replacement, as PyG (node_sampler bsp or pyg, uniformly)",
+    "disjoint": "True: each seed its own subgraph, the batch's `batch` saying whose each node is, as PyG "
+                "(node_sampler bsp, uniformly; samplers/disjoint.py)",
     "num_workers": "0 samples in this process (pipeline='serial'); more runs the sampler and the feature "
                    "loader in their own processes (pipeline='async'); neither it nor pipeline= given: auto",
     "persistent_workers": "conveyor's stage processes always live as long as the loader",
@@ -41,8 +44,6 @@ UNSUPPORTED = {
     "input_time": (None, "temporal sampling is not supported"),
     "time_attr": (None, "temporal sampling is not supported"),
     "temporal_strategy": ("uniform", "temporal sampling is not supported"),
-    "replace": (False, "sampling with replacement is not supported: conveyor draws distinct in-edges"),
-    "disjoint": (False, "disjoint subgraphs per seed are not supported"),
     "neighbor_sampler": (None, "PyG's NeighborSampler objects do not draw conveyor's batches: pass conveyor's "
                                "own sampler as node_sampler= (README: 'Your own sampler or feature source')"),
     "transform_sampler_output": (None, f"a sampler-output transform is not run; {PER_BATCH}"),

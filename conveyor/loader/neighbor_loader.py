@@ -74,11 +74,12 @@ class NeighborLoader(PyGLoader, PyGNeighborLoader):
         self.input_data = node_input(nodes, self.input_type, graph)
 
     def seed_batches(self, epoch: int) -> List[Tensor]:
-        """Each batch's seeds once each: a repeat gets its place in to_data."""
-        return [distinct_seeds(seeds) for seeds in super().seed_batches(epoch)]
+        """Each batch's seeds once each: a repeat gets its place in to_data (disjoint: as given,
+        each copy a subgraph of its own)."""
+        return [self.seed_batch(seeds) for seeds in super().seed_batches(epoch)]
 
     def seed_batch(self, seeds: Tensor) -> Tensor:
-        return distinct_seeds(seeds)  # as seed_batches: loader(index)'s repeats get their place in to_data
+        return seeds if self.options.disjoint else distinct_seeds(seeds)
 
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
@@ -94,7 +95,9 @@ class NeighborLoader(PyGLoader, PyGNeighborLoader):
         else:
             data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
             seeds = self.input_nodes[positions]
-            if not self.mask_input and has_repeats(seeds):
+            if self.options.disjoint:
+                data.batch = prepared.batch.extras["batch"]  # whose each node is (samplers/disjoint.py)
+            elif not self.mask_input and has_repeats(seeds):
                 data = with_repeated_seeds(data, seeds, self.layout)
         return data
 
