@@ -83,10 +83,42 @@ def test_worker_init_fn_and_pygs_multithreading_run_in_the_stage_processes(tmp_p
 
 
 @pytest.mark.filterwarnings("ignore:Sparse:UserWarning")
+@pytest.mark.parametrize("layout", ["SparseTensor", "csr", "csc"])
+def test_adj_t_is_sampled_and_carried_as_pygs(layout):
+    """T.ToSparseTensor's data: the same subgraph as over edge_index, its adj_t the batch's edges
+    with their values, and BasicGNN.inference (with cache=True) over it exact."""
+    import torch_geometric.transforms as T
+    from torch_geometric.nn import GraphSAGE
+    if layout == "SparseTensor":
+        pytest.importorskip("torch_sparse")
+    data = small_data()
+    data.edge_weight = torch.rand(120)
+    sparse = T.ToSparseTensor(attr="edge_weight", **({} if layout == "SparseTensor" else
+                                                     {"layout": torch.sparse_csr}))(data.clone())
+    if layout == "csc":  # T.ToSparseTensor makes CSR; a CSC adj_t comes back as CSC
+        sparse.adj_t = sparse.adj_t.to_sparse_csc()
+    over_adj = NeighborLoader(sparse, [-1], batch_size=7, pipeline="serial")
+    over_edges = NeighborLoader(data, [-1], batch_size=7, pipeline="serial")
+    for got, want in zip(over_adj, over_edges):
+        assert "edge_index" not in got and torch.equal(got.n_id, want.n_id)
+        adj = got.adj_t.to_dense()
+        dense = torch.zeros(want.num_nodes, want.num_nodes)
+        dense.index_put_((want.edge_index[1], want.edge_index[0]), want.edge_weight, accumulate=True)
+        assert torch.allclose(adj, dense) and adj.shape == (want.num_nodes, want.num_nodes)
+        assert got.adj_t.layout == sparse.adj_t.layout if layout != "SparseTensor" else got.adj_t.has_value()
+    model = GraphSAGE(4, 8, num_layers=2).eval()
+    full = model(data.x, sparse.adj_t if layout != "csc" else sparse.adj_t.to_sparse_csr())
+    by_layer = NeighborLoader(sparse, [-1], batch_size=7, pipeline="serial")
+    assert torch.allclose(model.inference(by_layer), full, atol=1e-5)
+    assert torch.allclose(model.inference(by_layer, cache=True), full, atol=1e-5)
+    for loader in (over_adj, over_edges, by_layer):
+        loader.close()
+
+
 def test_what_the_loader_cannot_carry_is_refused_by_name():
     data = small_data()
-    data.adj_t = torch.sparse_coo_tensor(data.edge_index, torch.ones(120), (30, 30)).to_sparse_csr()
-    with pytest.raises(ConveyorError, match="holds adj_t"):
+    data.adj_t = torch.ones(30, 30).to_sparse_coo()
+    with pytest.raises(ConveyorError, match="torch_sparse SparseTensor or a torch sparse CSR or CSC"):
         NeighborLoader(data, [2], pipeline="serial")
     typed = HeteroData()
     typed["a"].x = torch.randn(5, 2)

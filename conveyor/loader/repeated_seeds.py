@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from conveyor.loader.pyg_input import EDGE, NODE, BatchLayout, X
+from conveyor.core import ConveyorError
+from conveyor.loader.pyg_input import ADJ_T, EDGE, NODE, BatchLayout, X
 
 
 def has_repeats(seeds: Tensor) -> bool:
@@ -38,6 +39,9 @@ def first_places(which: Tensor, count: int) -> Tensor:
 def with_repeated_seeds(data: Data, seeds: Tensor, layout: BatchLayout) -> Data:
     """`data`, a directional batch sampled from `distinct_seeds(seeds)`, with every seed in its
     place as `seeds` gives them (module doc)."""
+    if any(kind == ADJ_T for _, kind in layout.keys):
+        raise ConveyorError("a batch holds a seed more than once, which conveyor's loader places for edge_index but "
+                            "not for adj_t; give each seed once, or the graph as edge_index.")
     distinct = int(data.batch_size)
     copy_of = place_in(data.n_id[:distinct], seeds.to(data.n_id.device))  # each given seed's place among the distinct
     first_place = first_places(copy_of, distinct)
