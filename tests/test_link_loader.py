@@ -121,7 +121,7 @@ def global_pairs(batch):
 
 @pytest.mark.parametrize("keywords, words", [
     (dict(edge_label_time=torch.zeros(499)), "edge_label_time"),
-    (dict(disjoint=True), "disjoint"),
+    (dict(disjoint=True, subgraph_type="induced"), "disjoint=True is drawn with subgraph_type='directional'"),
     (dict(time_attr="time"), "time_attr"),
     (dict(neg_sampling=dict(mode="binary", src_weight=torch.ones(120))), "src_weight"),
     (dict(neg_sampling="triplet", edge_label=torch.ones(499)), "edge_label must be None"),

@@ -164,3 +164,21 @@ def test_disjoint_gives_each_seed_its_own_subgraph(pipeline):
     assert (batch.num_sampled_nodes, batch.num_sampled_edges, batch.batch_size) == ([3, 3, 3], [3, 3], 3)
     assert batch.x.view(-1).tolist() == batch.n_id.float().tolist() and batch.e_id.tolist() == [0, 1, 1, 2, 2, 2]
     loader.close()
+
+
+def test_disjoint_links_give_each_endpoint_its_own_subgraph():
+    """PyG's edge_sample with disjoint=True: every endpoint a seed, in order (sources, then
+    destinations with the negatives), the links their positions, `batch` modulo the positives."""
+    data = Data(x=torch.arange(4.0).view(-1, 1), edge_index=torch.tensor([[1, 1, 3], [0, 2, 1]]))
+    loader = LinkNeighborLoader(data, [-1], edge_label_index=torch.tensor([[0, 2], [2, 0]]), batch_size=2,
+                                neg_sampling_ratio=1.0, pipeline="serial", disjoint=True, seed=0)
+    batch = next(iter(loader))
+    assert batch.edge_label_index.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert batch.edge_label.tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert batch.n_id[:8].tolist()[:2] == [0, 2] and batch.n_id[4:6].tolist() == [2, 0]
+    assert batch.batch[:8].tolist() == [0, 1, 0, 1, 0, 1, 0, 1]
+    ei = batch.edge_index
+    assert torch.equal(batch.batch[ei[0]], batch.batch[ei[1]])  # no edge between two subgraphs
+    pairs = set(map(tuple, torch.stack([batch.n_id[ei[0]], batch.n_id[ei[1]]]).t().tolist()))
+    assert pairs <= {(1, 0), (1, 2), (3, 1)} and {(1, 0), (1, 2)} <= pairs  # the graph's edges, hop 1 whole
+    loader.close()

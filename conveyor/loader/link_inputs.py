@@ -15,13 +15,10 @@ from conveyor.loader.keywords import TAKEN, UNSUPPORTED
 from conveyor.partition import Graph
 from conveyor.samplers.link import NEGATIVE_MODES, Negatives
 
-LINK_TAKEN = {**{k: v for k, v in TAKEN.items() if k != "disjoint"},
-              "input_id": "the ids each batch reports as input_id (default: positions in "
+LINK_TAKEN = {**TAKEN, "input_id": "the ids each batch reports as input_id (default: positions in "
                             "edge_label_index), as PyG's LinkLoader"}
 LINK_UNSUPPORTED = {**{k: v for k, v in UNSUPPORTED.items() if k != "input_id"},
                     "edge_label_time": (None, "temporal sampling is not supported"),
-                    "disjoint": (False, "disjoint subgraphs per link are not drawn (conveyor.NeighborLoader draws "
-                                        "them per seed node)"),
                     "link_sampler": (None, "PyG's link samplers do not draw conveyor's batches: pass your own "
                                            "node sampler as node_sampler= (README: 'Your own sampler or feature "
                                            "source')")}

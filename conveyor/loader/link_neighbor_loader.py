@@ -72,7 +72,8 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         labels = link_labels(edge_label, edges.size(1), negatives)
         self.input_id = input_ids(taken.get("input_id"), edges.size(1))
         nodes = None if list(num_neighbors) == [] else sampler_of(node_sampler, num_neighbors, seed, device, options)
-        parts = LoaderParts(LinkSpec(nodes, edges, labels, negatives, seed), features_of(cache, seed, graph), device,
+        parts = LoaderParts(LinkSpec(nodes, edges, labels, negatives, seed, options.disjoint),
+                            features_of(cache, seed, graph), device,
                             pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
         positions = torch.arange(edges.size(1))
@@ -90,6 +91,8 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         data = sliced_data(prepared, self.layout, hop_counts=self.options.subgraph_type == "directional")
         data.input_id = positions if self.input_id is None else self.input_id[positions]
         extras = prepared.batch.extras
+        if self.options.disjoint:
+            data.batch = extras["batch"]  # whose subgraph each node is, by positive link (PyG's)
         if self.neg_sampling is not None and self.neg_sampling.mode == "triplet":
             data.src_index, data.dst_pos_index = extras["src_index"], extras["dst_pos_index"]
             data.dst_neg_index = extras["dst_neg_index"]

@@ -91,7 +91,9 @@ class PyGFace:
         return out if self.filter_per_worker else self.filter_fn(out)
 
     def _get_iterator(self):
-        """torch's DataLoader hook (PyG's mixins' tests call it): the next epoch's batches."""
+        """torch's DataLoader hook (PyG's mixins' tests call it): the workers started (here the
+        pipeline's stage processes, which then run worker_init_fn), the next epoch's batches."""
+        self.start()
         return iter(self)
 
     @contextmanager
