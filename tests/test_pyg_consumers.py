@@ -182,3 +182,31 @@ def test_disjoint_links_give_each_endpoint_its_own_subgraph():
     pairs = set(map(tuple, torch.stack([batch.n_id[ei[0]], batch.n_id[ei[1]]]).t().tolist()))
     assert pairs <= {(1, 0), (1, 2), (3, 1)} and {(1, 0), (1, 2)} <= pairs  # the graph's edges, hop 1 whole
     loader.close()
+
+
+
+
+def global_edges(batch, mask=None):
+    """A batch's edges as sorted (source id, target id) pairs, those into the nodes of `mask`."""
+    ei = batch.edge_index if mask is None else batch.edge_index[:, mask[batch.edge_index[1]]]
+    return sorted(map(tuple, torch.stack([batch.n_id[ei[0]], batch.n_id[ei[1]]]).t().tolist()))
+
+
+def test_a_disjoint_batch_is_its_seeds_own_subgraphs_side_by_side():
+    """Every neighbour (nothing random): seed i's nodes and edges in a disjoint batch are those of
+    the batch of seed i alone; and SGFormer, PyG's examples/ogbn_train.py default model over such
+    batches, takes it as that script gives it (`model(batch.x, batch.edge_index, batch.batch)`)."""
+    from torch_geometric.nn.models import SGFormer
+    torch.manual_seed(0)
+    data = Data(x=torch.randn(60, 8), edge_index=torch.randint(0, 60, (2, 180)))
+    seeds = torch.tensor([5, 17, 5, 40])
+    loader = NeighborLoader(data, [-1, -1], input_nodes=seeds, batch_size=4, disjoint=True, pipeline="serial")
+    batch = next(iter(loader))
+    for i in range(4):
+        alone, mine = loader([i]), batch.batch == i
+        assert sorted(batch.n_id[mine].tolist()) == sorted(alone.n_id.tolist())
+        assert global_edges(batch, mine) == global_edges(alone) and alone.batch.unique().tolist() == [0]
+    with torch.no_grad():
+        out = SGFormer(8, 16, 3, trans_num_heads=1, gnn_num_layers=2).eval()(batch.x, batch.edge_index, batch.batch)
+    assert out[:batch.batch_size].shape == (4, 3) and torch.equal(out[0], out[2])  # one node twice: equal subgraphs
+    loader.close()
