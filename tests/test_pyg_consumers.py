@@ -120,13 +120,6 @@ def test_what_the_loader_cannot_carry_is_refused_by_name():
     data.adj_t = torch.ones(30, 30).to_sparse_coo()
     with pytest.raises(ConveyorError, match="torch_sparse SparseTensor or a torch sparse CSR or CSC"):
         NeighborLoader(data, [2], pipeline="serial")
-    typed = HeteroData()
-    typed["a"].x = torch.randn(5, 2)
-    typed["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    loader = NeighborLoader(typed, [1], input_nodes="a", pipeline="serial", batch_sampler=[[0, 0, 1]])
-    with pytest.raises(ConveyorError, match="takes each seed once"):
-        next(iter(loader))
-    loader.close()
 
 
 def star_data() -> Data:
@@ -210,3 +203,24 @@ def test_a_disjoint_batch_is_its_seeds_own_subgraphs_side_by_side():
         out = SGFormer(8, 16, 3, trans_num_heads=1, gnn_num_layers=2).eval()(batch.x, batch.edge_index, batch.batch)
     assert out[:batch.batch_size].shape == (4, 3) and torch.equal(out[0], out[2])  # one node twice: equal subgraphs
     loader.close()
+
+
+def test_a_heterodata_batch_places_repeated_seeds_as_a_data_batch():
+    """A seed drawn twice (a sampler with replacement): the HeteroData batch of one type is the Data
+    batch, key by key: each copy in its place, its hop-1 edges once per copy, edge attributes and
+    e_id with them, the per-hop counts."""
+    torch.manual_seed(0)
+    edge_index = torch.randint(0, 20, (2, 80))
+    typed = HeteroData()
+    typed["a"].x = torch.arange(20.0).view(-1, 1)
+    typed["a", "to", "a"].edge_index, typed["a", "to", "a"].w = edge_index, torch.arange(80.0)
+    plain = Data(x=torch.arange(20.0).view(-1, 1), edge_index=edge_index, w=torch.arange(80.0))
+    batches = [[3, 3, 1, 3]]
+    got = next(iter(NeighborLoader(typed, [-1, -1], input_nodes="a", pipeline="serial", batch_sampler=batches)))
+    want = next(iter(NeighborLoader(plain, [-1, -1], pipeline="serial", batch_sampler=batches)))
+    nodes, edges = got["a"], got["a", "to", "a"]
+    assert nodes.n_id[:4].tolist() == [3, 3, 1, 3] and nodes.batch_size == want.batch_size == 4
+    assert torch.equal(nodes.n_id, want.n_id) and torch.equal(nodes.x, want.x)
+    assert torch.equal(edges.edge_index, want.edge_index) and torch.equal(edges.w, want.w)
+    assert torch.equal(edges.e_id, want.e_id) and edges.num_sampled_edges == want.num_sampled_edges
+    assert nodes.num_sampled_nodes == want.num_sampled_nodes

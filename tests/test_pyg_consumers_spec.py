@@ -15,15 +15,13 @@ from tests.helpers import pyg_get_dataset, pyg_spec_tests
 LOADER_TESTS = {
     "test_basic_gnn.py": ("test_basic_gnn_inference", "test_trim_to_layer", "test_basic_gnn_cache"),
     "test_zip_loader.py": ("test_zip_loader",),
-    "test_imbalanced_sampler.py": ("test_neighbor_loader_with_imbalanced_sampler",),
+    "test_imbalanced_sampler.py": ("test_neighbor_loader_with_imbalanced_sampler",
+                                   "test_hetero_neighbor_loader_with_imbalanced_sampler"),
     "test_cache.py": ("test_cached_loader", "test_cached_loader_transform"),
     "test_pna_conv.py": ("test_pna_conv_get_degree_histogram_neighbor_loader",),
     "test_trim_to_layer.py": ("test_trim_to_layer_with_neighbor_loader",),
 }
 NOT_RUN = {
-    "test_imbalanced_sampler.py::test_hetero_neighbor_loader_with_imbalanced_sampler": "a HeteroData batch takes "
-        "each seed once, and ImbalancedSampler draws seeds with replacement: refused by name "
-        "(tests/test_pyg_consumers.py)",
     "test_mixin.py::test_cpu_affinity_neighbor_loader": "PyG marks it xfail; it reads torch's worker internals "
                                                         "(iterator._workers); tests/test_pyg_consumers.py checks "
                                                         "enable_cpu_affinity on conveyor's stage processes",

@@ -22,7 +22,12 @@ from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts
 from conveyor.loader.pyg_face import describe, pipeline_sampler
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
-from conveyor.loader.repeated_seeds import distinct_seeds, has_repeats, with_repeated_seeds
+from conveyor.loader.repeated_seeds import (
+    distinct_seeds,
+    has_repeats,
+    with_repeated_seeds,
+    with_repeated_typed_seeds,
+)
 from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.room import check_batch_room
@@ -83,23 +88,29 @@ class NeighborLoader(PyGLoader, PyGNeighborLoader):
 
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
-        if self.input_type is not None and has_repeats(self.input_nodes[positions]):
-            raise ConveyorError("a HeteroData batch takes each seed once, but this batch holds a seed more than once "
-                                "(a sampler= drawing with replacement, e.g. ImbalancedSampler, or repeated "
-                                "input_nodes); give each seed once, or use torch_geometric.loader.NeighborLoader for "
-                                "this loop.")
+        seeds = self.input_nodes[positions]
         if self.input_type is not None:  # a HeteroData's batch (loader/hetero.py); a mask's ids are the type's
             offset = self.layout.schema.offsets[self.layout.schema.node_type(self.input_type)]
             input_id = input_id - offset if self.mask_input else input_id
             data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
+            if has_repeats(seeds):
+                data = self.typed_repeats(data, seeds - offset)
         else:
             data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
-            seeds = self.input_nodes[positions]
             if self.options.disjoint:
                 data.batch = prepared.batch.extras["batch"]  # whose each node is (samplers/disjoint.py)
-            elif not self.mask_input and has_repeats(seeds):
+            elif has_repeats(seeds):
                 data = with_repeated_seeds(data, seeds, self.layout)
         return data
+
+    def typed_repeats(self, data, seeds: Tensor):
+        """A HeteroData batch with its repeated seeds each in its place (directional subgraphs only)."""
+        if self.options.subgraph_type != "directional":
+            raise ConveyorError(f"a HeteroData batch holds a seed more than once (a sampler= drawing with "
+                                f"replacement, e.g. ImbalancedSampler), which conveyor places with "
+                                f"subgraph_type='directional' only (got {self.options.subgraph_type!r}); give each "
+                                f"seed once.")
+        return with_repeated_typed_seeds(data, seeds, self.layout, self.input_type)
 
 
 def room_of(graph, num_neighbors) -> tuple:
