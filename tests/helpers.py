@@ -3,6 +3,7 @@ sampler's statistics, planted payloads, and the runners and models several test 
 module, so that no test module imports another."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pickle
@@ -457,9 +458,7 @@ def pyg_spec_tests(file: str, loaders: dict, pipeline: str, prefix: str) -> dict
 
     source = (PYG_TESTS / file).read_text()
     for name in loaders:
-        pyg_import = f"from torch_geometric.loader import {name}\n"
-        assert source.count(pyg_import) == 1, f"{file} no longer imports {name} as expected"
-        source = source.replace(pyg_import, f"from conveyor import {name}\n")
+        source = with_conveyors(source, name, file)
     module = types.ModuleType(f"pyg_spec_{pipeline}_{file[:-3]}")
     patches = {"withPackage": open_gate(pyg_decorators.withPackage), "onlyNeighborSampler": lambda f: f}
     saved = {m: {k: getattr(m, k) for k in patches} for m in (pyg_testing, pyg_decorators)}
@@ -483,12 +482,39 @@ def pyg_spec_tests(file: str, loaders: dict, pipeline: str, prefix: str) -> dict
     return tests
 
 
+def with_conveyors(source: str, name: str, file: str) -> str:
+    """`source` importing `name` from conveyor instead of torch_geometric.loader: the import line
+    replaced where it imports that name alone, else conveyor's import right after PyG's statement
+    (which imports other names of torch_geometric.loader too), shadowing PyG's."""
+    pyg_import = f"from torch_geometric.loader import {name}\n"
+    if source.count(pyg_import) == 1:
+        return source.replace(pyg_import, f"from conveyor import {name}\n")
+    found = [node for node in ast.parse(source).body if isinstance(node, ast.ImportFrom)
+             and node.module == "torch_geometric.loader" and any(a.name == name for a in node.names)]
+    assert len(found) == 1, f"{file} no longer imports {name} from torch_geometric.loader as expected"
+    lines = source.splitlines(keepends=True)
+    lines.insert(found[0].end_lineno, f"from conveyor import {name}\n")
+    return "".join(lines)
+
+
 def open_gate(with_package):
     """PyG's withPackage without its checks for the samplers conveyor does not need."""
     def gate(*packages):
         rest = [p for p in packages if re.split(r"[<>=!~ ]", p, maxsplit=1)[0] not in SAMPLER_PACKAGES]
         return with_package(*rest) if rest else (lambda f: f)
     return gate
+
+
+def pyg_get_dataset():
+    """PyG's test/conftest.py `get_dataset` fixture's value, for the datasets PyG's tests here read
+    (KarateClub: in the package, nothing downloaded)."""
+    import functools
+
+    def load_dataset(root: str, name: str, *args, **kwargs):
+        assert "karate" in name.lower(), name
+        from torch_geometric.datasets import KarateClub
+        return KarateClub(*args, **kwargs)
+    return functools.partial(load_dataset, "memory://pyg_test_datasets")
 
 
 def with_pipeline(cls, pipeline: str):
@@ -589,3 +615,10 @@ def run_case(case: Case, fx) -> None:
         pytest.fail(f"{case.id}: a traceback instead of one paragraph:\n{traceback.format_exc()}")
     assert not case.expect.refuses, f"{case.id} was accepted: {type(result).__name__} (expected a refusal)"
     case.expect.check(result, fx)
+
+
+# -- PyG's worker_init_fn in conveyor's stage processes (test_pyg_consumers.py) -------------------
+
+def record_worker(folder: str, worker_id: int) -> None:
+    """A worker_init_fn (partial over `folder`): where it ran, with how many torch threads."""
+    (Path(folder) / f"{worker_id}").write_text(f"{os.getpid()} {torch.get_num_threads()}")

@@ -78,8 +78,8 @@ def test_a_run_trains_without_the_extras_and_the_extras_are_named_where_asked_fo
 def test_the_loader_names_the_extra_for_the_fused_sampler_before_any_process_starts():
     code = ("from conveyor import NeighborLoader\nfrom conveyor.core import ConveyorError\n"
             "from tests.helpers import feature_graph\n"
-            "try:\n    NeighborLoader(feature_graph(), [2], sampler='fused')\n"
+            "try:\n    NeighborLoader(feature_graph(), [2], node_sampler='fused')\n"
             "except ConveyorError as error:\n    print(error)\n")
     out = without_extras(code)
-    assert out.returncode == 0 and out.stdout.startswith("sampler='fused' needs the `triton` package"), out
+    assert out.returncode == 0 and out.stdout.startswith("node_sampler='fused' needs the `triton` package"), out
     assert "pip install 'conveyor[fused]'" in out.stdout

@@ -183,7 +183,7 @@ def test_typed_input_nodes_and_num_neighbors_are_checked():
                ({"num_neighbors": {RELATIONS[0]: [2]}}, "Missing number of neighbors"),
                ({"input_nodes": torch.arange(3)}, "name the seeds' node type"),
                ({"input_nodes": "venue"}, "no node type"),
-               ({"sampler": "fused"}, "sampler='bsp'")]
+               ({"node_sampler": "fused"}, "node_sampler='bsp'")]
     for given, words in refused:
         with pytest.raises(ConveyorError, match=words):
             NeighborLoader(data, **{"num_neighbors": [2], "input_nodes": "paper", "pipeline": "serial", **given})

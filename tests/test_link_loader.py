@@ -121,7 +121,7 @@ def global_pairs(batch):
 
 @pytest.mark.parametrize("keywords, words", [
     (dict(edge_label_time=torch.zeros(499)), "edge_label_time"),
-    (dict(disjoint=True), "disjoint"),
+    (dict(disjoint=True, subgraph_type="induced"), "disjoint=True is drawn with subgraph_type='directional'"),
     (dict(time_attr="time"), "time_attr"),
     (dict(neg_sampling=dict(mode="binary", src_weight=torch.ones(120))), "src_weight"),
     (dict(neg_sampling="triplet", edge_label=torch.ones(499)), "edge_label must be None"),
@@ -132,6 +132,7 @@ def global_pairs(batch):
     (dict(edge_label_index=torch.tensor([[0], [500]])), "0..119"),
     (dict(edge_label=torch.ones(5)), "one label per link"),
     (dict(node_sampler=object()), "node_sampler"),
+    (dict(sampler="bsp"), "is given as node_sampler="),
 ])
 def test_an_unsupported_or_bad_argument_is_refused_by_name(keywords, words):
     with pytest.raises(ConveyorError, match=words):

@@ -39,7 +39,7 @@ def test_each_batch_has_pygs_attributes_and_meanings(sampler):
     at every hop, message-flow graphs cut to PyG's form), the batches are PyG's."""
     graph = feature_graph()
     with NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=32, input_nodes=graph.train_idx, shuffle=True,
-                        pipeline="serial", seed=3, sampler=sampler) as loader:
+                        pipeline="serial", seed=3, node_sampler=sampler) as loader:
         seen = []
         for batch in loader:
             n_id, bs = batch.n_id, batch.batch_size
@@ -78,7 +78,7 @@ def test_the_pipelines_batches_keep_the_sampler_contract():
     """`run()`, the trainer's path, yields the pipeline's own batches: the sampler contract holds."""
     graph = feature_graph()
     loader = NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=50, pipeline="serial",
-                            sampler=SamplerSpec("bsp", FANOUTS))
+                            node_sampler=SamplerSpec("bsp", FANOUTS))
     seeds = list(graph.train_idx.split(50))
     for prepared, s in zip(loader.run(seeds, sampler_seed=1), seeds):
         assert_valid_batch(prepared.batch, graph, s, FANOUTS)
@@ -123,7 +123,7 @@ def test_a_sampler_object_travels_into_the_async_pipeline():
     for pipeline in ("serial", "async"):
         sampler = bsp.BSPSampler(graph, FANOUTS, seed=5, once=True)
         with NeighborLoader(graph, num_neighbors=FANOUTS, batch_size=40, input_nodes=graph.train_idx, shuffle=True,
-                            pipeline=pipeline, seed=7, sampler=sampler) as loader:
+                            pipeline=pipeline, seed=7, node_sampler=sampler) as loader:
             made[pipeline] = batches(loader)[0]
     assert len(made["serial"]) == len(made["async"]) == 8
     for a, b in zip(made["serial"], made["async"]):
@@ -147,15 +147,21 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
 
 
 @pytest.mark.parametrize("keywords, words", [
-    ({"replace": True}, "does not support PyG's replace=True: sampling with replacement"),
+    ({"replace": True, "node_sampler": "fused"}, "sampling with replacement (replace=True) is drawn by sampler bsp"),
+    ({"disjoint": True, "subgraph_type": "induced"}, "disjoint=True is drawn with subgraph_type='directional' only"),
+    ({"disjoint": True, "weight_attr": "w"}, "disjoint subgraphs (disjoint=True) are drawn by sampler bsp"),
     ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
     ({"transform": 5}, "transform must be callable"),
-    ({"disjoint": True}, "disjoint=True"),
+    ({"neighbor_sampler": object()}, "pass conveyor's own sampler as node_sampler="),
     ({"subgraph_type": "sideways"}, "subgraph_type must be one of directional, bidirectional, induced"),
     ({"time_attr": "time"}, "temporal sampling"),
     ({"collate_fn": list}, "collate_fn="),
     ({"prefetch_factor": 0}, "prefetch_factor must be an integer >= 1"),
-    ({"sampler": torch.utils.data.SequentialSampler(range(3))}, "not a torch Sampler of indices"),
+    ({"node_sampler": torch.utils.data.SequentialSampler(range(3))}, "not a torch Sampler of indices"),
+    ({"sampler": "bsp"}, "is given as node_sampler= (PyG's NodeLoader name for that role), no longer as sampler="),
+    ({"node_sampler": object()}, "node_sampler= takes auto, bsp, fused, pyg, or a sampler object"),
+    ({"sampler": torch.utils.data.SequentialSampler(range(3)), "shuffle": True}, "shuffle=True with a sampler="),
+    ({"batch_sampler": [[0, 1]], "batch_size": 2}, "batch_sampler= yields whole batches"),
     ({"fanouts": [2]}, "the keyword 'fanouts', which neither it nor PyG's NeighborLoader takes"),
     ({"num_neighbors": {("a", "to", "b"): [2]}}, "a dict per edge type is for heterogeneous graphs"),
     ({"input_nodes": ("paper", None)}, "node types are for heterogeneous graphs"),
@@ -164,7 +170,7 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"input_nodes": torch.tensor([1.0, 2.0])}, "integer node ids"),  # repeated ids are taken, as PyG
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),
-    ({"sampler": "fastest"}, "sampler must be one of auto"),
+    ({"node_sampler": "fastest"}, "node_sampler must be one of auto"),
 ])
 def test_an_unsupported_keyword_is_refused_by_name(keywords, words):
     arguments = {"num_neighbors": [2], "batch_size": 8, "pipeline": "serial", **keywords}
@@ -286,7 +292,7 @@ def test_the_trainer_draws_its_batches_through_the_loader(tmp_path, data_root):
     assert len(run.source) == 5  # cora's 140 training nodes in batches of 32
     spec = loader_parts(settings, ctx.device).sampler
     with NeighborLoader(ctx.graph, [4, 3], input_nodes=ctx.graph.train_idx, batch_size=32, shuffle=True,
-                        pipeline="serial", sampler=spec, seed=5) as loader:
+                        pipeline="serial", node_sampler=spec, seed=5) as loader:
         for epoch in (1, 2):
             pyg_batches = list(iter(loader))
             assert len(pyg_batches) == len(loader) == 5

@@ -83,7 +83,7 @@ def test_garbage_collection_stops_the_processes():
 
 def test_a_failing_stage_raises_in_the_loop_with_its_traceback():
     graph = feature_graph()
-    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, sampler=FailingSampler(), pipeline="async")
+    loader = NeighborLoader(graph, num_neighbors=[3, 3], batch_size=16, node_sampler=FailingSampler(), pipeline="async")
     seen = 0
     with pytest.raises(PipelineError, match="the user's sampler broke on its third batch") as error:
         for _ in loader:

@@ -5,12 +5,10 @@ and heterogeneous (issue 38: every subgraph type, the weighted and sampled-info 
 passes here, over the serial pipeline in full and over the async one for the tests that exercise
 what its processes move (each async loader starts two processes, ~3-5 s). `NOT_RUN` names the
 tests left out, each with its reason (the README lists them too)."""
-import functools
-
 import pytest
 
 from conveyor import NeighborLoader
-from tests.helpers import pyg_spec_tests
+from tests.helpers import pyg_get_dataset, pyg_spec_tests
 
 NOT_RUN = {
     "test_temporal_hetero_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
@@ -41,9 +39,4 @@ globals().update(chosen("async", ASYNC))
 
 @pytest.fixture(scope="session")
 def get_dataset():
-    """PyG's test/conftest.py fixture, for the datasets these tests read (KarateClub: in the package)."""
-    def load_dataset(root: str, name: str, *args, **kwargs):
-        assert "karate" in name.lower(), name
-        from torch_geometric.datasets import KarateClub
-        return KarateClub(*args, **kwargs)
-    return functools.partial(load_dataset, "memory://pyg_test_datasets")
+    return pyg_get_dataset()

@@ -25,7 +25,7 @@ LOADER = textwrap.dedent("""
                                     ("full", "async", "bsp"), ("full", "serial", "bsp")]:
         if case == "full":
             fill_shm()
-        loader = NeighborLoader(graph, [10, 5], batch_size=512, pipeline=pipeline, sampler=sampler)
+        loader = NeighborLoader(graph, [10, 5], batch_size=512, pipeline=pipeline, node_sampler=sampler)
         try:
             print(case, pipeline, "batches", sum(1 for _ in loader))
         except ConveyorError as error:

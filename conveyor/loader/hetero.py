@@ -67,6 +67,10 @@ def hetero_graph_and_layout(data: HeteroData) -> Tuple[TypedGraph, HeteroLayout]
     for e, store in data.edge_items():
         layout.edge_keys[e] = []
         for key, value in store.items():
+            if key == "adj_t":
+                raise ConveyorError(f"data[{e!r}] holds adj_t, which conveyor's loader does not slice for a "
+                                    f"HeteroData; give its edges as edge_index, or use "
+                                    f"torch_geometric.loader.NeighborLoader.")
             kind = EDGE_INDEX if key == EDGE_INDEX else _value_kind(store.is_edge_attr(key), value, EDGE)
             layout.edge_keys[e].append((key, kind))
             _keep(layout, e, key, kind, value, edges if kind == EDGE_INDEX else edge)

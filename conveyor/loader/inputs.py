@@ -18,7 +18,7 @@ from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
-from conveyor.samplers import SamplerSpec, resolve_sampler_name
+from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, resolve_sampler_name
 from conveyor.samplers.settings import SAMPLERS
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.typed import relation_fanouts
@@ -35,6 +35,8 @@ class Options:
     subgraph_type: str = "directional"
     weight_attr: Optional[str] = None
     transform: Optional[Callable] = None
+    replace: bool = False  # PyG's: neighbours drawn with replacement
+    disjoint: bool = False  # PyG's: each seed its own subgraph (samplers/disjoint.py)
 
 
 def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
@@ -60,7 +62,7 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
     by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
     depth = depth if depth is not None else prefetch or DEFAULT_DEPTH  # depth=0 is refused, not replaced
     return Options(pipeline or by_workers or "auto", depth, kind,
-                   weight_attr, transform)
+                   weight_attr, transform, bool(taken.get("replace", False)), bool(taken.get("disjoint", False)))
 
 
 def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
@@ -101,21 +103,33 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     """A sampler option by name as a spec the stage process builds, or the user's own object, made
     to give PyG's subgraph type. A typed graph's `num_neighbors` may be a dict by edge type."""
     fanouts = checked_fanouts(num_neighbors, graph)
+    if options.disjoint and options.subgraph_type != "directional":
+        raise ConveyorError(f"disjoint=True is drawn with subgraph_type='directional' only, got "
+                            f"{options.subgraph_type!r}; leave one of them out.")
     if isinstance(sampler, torch.utils.data.Sampler):
-        raise ConveyorError("conveyor.NeighborLoader's sampler= is the neighbour sampler (auto, bsp, fused, "
-                            "pyg, or your own), not a torch Sampler of indices: batches are cut from "
-                            "input_nodes by batch_size, shuffle and drop_last.")
+        raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
+                            "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
     if isinstance(sampler, str):
         if sampler not in (*SAMPLERS, "auto"):
-            raise ConveyorError(f"conveyor.NeighborLoader's sampler must be one of auto, "
+            raise ConveyorError(f"conveyor.NeighborLoader's node_sampler must be one of auto, "
                                 f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
         if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
-            raise ConveyorError(f"sampler={sampler!r} draws graphs of one node and edge type; sample a HeteroData "
-                                f"with sampler='bsp' (or 'auto').")
+            raise ConveyorError(f"node_sampler={sampler!r} draws graphs of one node and edge type; sample a "
+                                f"HeteroData with node_sampler='bsp' (or 'auto').")
         if resolve_sampler_name(sampler, device) == "fused":
-            require_extra("triton", "sampler='fused'")  # here, not in the sampler's process
-        sampler = SamplerSpec(resolve_sampler_name(sampler, device), fanouts, seed, once=True,  # PyG's draws
-                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}))
+            require_extra("triton", "node_sampler='fused'")  # here, not in the sampler's process
+        name = resolve_sampler_name(sampler, device)
+        check_replace(options.replace, name, is_typed(graph), options.weight_attr)
+        check_disjoint(options.disjoint, name, is_typed(graph), options.weight_attr)
+        sampler = SamplerSpec(name, fanouts, seed, once=True,  # PyG's draws
+                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}),
+                              **{k: True for k in ("replace", "disjoint") if getattr(options, k)})
+    elif options.replace or options.disjoint:
+        raise ConveyorError("replace=True and disjoint=True work with conveyor's samplers (bsp; pyg for replace); "
+                            "your own sampler draws as it likes: draw so in it, or leave them out.")
+    elif not (callable(getattr(sampler, "sample", None)) or callable(getattr(sampler, "build", None))):
+        raise ConveyorError(f"node_sampler= takes auto, bsp, fused, pyg, or a sampler object (with sample(seeds) or "
+                            f"build(graph, device)), got a {type(sampler).__name__}.")
     elif options.weight_attr is not None:
         raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
                             "draws as it likes: weigh its draws itself, or leave weight_attr out.")

@@ -20,6 +20,9 @@ TAKEN = {
     "subgraph_type": "directional (PyG's default), bidirectional or induced, as PyG makes them",
     "directed": "False is PyG's old spelling of subgraph_type='induced'",
     "weight_attr": "neighbours drawn with probability proportional to that edge attribute",
+    "replace": "True: each node draws its fanout with replacement, as PyG (node_sampler bsp or pyg, uniformly)",
+    "disjoint": "True: each seed its own subgraph, the batch's `batch` saying whose each node is, as PyG "
+                "(node_sampler bsp, uniformly; samplers/disjoint.py)",
     "num_workers": "0 samples in this process (pipeline='serial'); more runs the sampler and the feature "
                    "loader in their own processes (pipeline='async'); neither it nor pipeline= given: auto",
     "persistent_workers": "conveyor's stage processes always live as long as the loader",
@@ -30,29 +33,30 @@ TAKEN = {
     "transform": "called on each batch before it is yielded",
     "is_sorted": "conveyor sorts the graph itself (it keeps it in CSC form)",
     "in_order": "batches always come in order",
+    "sampler": "a torch sampler of positions in the seeds (e.g. ImbalancedSampler): each epoch's seeds, cut by "
+               "batch_size and drop_last, as PyG's DataLoader takes it (loader/index_samplers.py)",
+    "batch_sampler": "a torch sampler of batches of seed positions, as PyG's DataLoader takes it",
+    "worker_init_fn": "run in each of conveyor's stage processes as it starts (the sampler: worker 0, the "
+                      "feature loader: worker 1); the serial pipeline, like num_workers=0, runs none",
 }
 # keyword: (PyG's default, why conveyor refuses another value and what to do instead)
 UNSUPPORTED = {
     "input_time": (None, "temporal sampling is not supported"),
     "time_attr": (None, "temporal sampling is not supported"),
     "temporal_strategy": ("uniform", "temporal sampling is not supported"),
-    "replace": (False, "sampling with replacement is not supported: conveyor draws distinct in-edges"),
-    "disjoint": (False, "disjoint subgraphs per seed are not supported"),
-    "neighbor_sampler": (None, "pass your own sampler as sampler= (README: 'Your own sampler or feature source')"),
-    "node_sampler": (None, "pass your own sampler as sampler= (README: 'Your own sampler or feature source')"),
+    "neighbor_sampler": (None, "PyG's NeighborSampler objects do not draw conveyor's batches: pass conveyor's "
+                               "own sampler as node_sampler= (README: 'Your own sampler or feature source')"),
     "transform_sampler_output": (None, f"a sampler-output transform is not run; {PER_BATCH}"),
     "custom_cls": (None, "heterogeneous stores are not supported"),
     "input_id": (None, "input_id is derived from input_nodes, as PyG's NeighborLoader does"),
-    "worker_init_fn": (None, WORKERS),
     "multiprocessing_context": (None, WORKERS),
     "timeout": (0, f"{WORKERS}; a stalled stage stops after PipelineSettings.stall_timeout_s"),
     "collate_fn": (None, f"every batch is a PyG Data made by conveyor; {PER_BATCH}"),
-    "batch_sampler": (None, "batches are cut from input_nodes by batch_size, shuffle and drop_last"),
-    "sampler": (None, "batches are cut from input_nodes by batch_size, shuffle and drop_last"),
     "generator": (None, "the order comes from seed= (each epoch reshuffled from it)"),
 }
 OWN = ("data, num_neighbors, input_nodes, batch_size, shuffle, drop_last, the keywords of PyG's NodeLoader and "
-       "DataLoader it honours (" + ", ".join(TAKEN) + "), and its own pipeline, sampler, cache, device, seed, depth")
+       "DataLoader it honours (" + ", ".join(TAKEN) + "), and its own pipeline, node_sampler, cache, device, seed, "
+       "depth")
 
 
 def check_keywords(keywords: dict, loader: str = "NeighborLoader", taken: dict = TAKEN,

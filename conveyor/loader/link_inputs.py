@@ -16,14 +16,15 @@ from conveyor.partition import Graph
 from conveyor.samplers.link import NEGATIVE_MODES, Negatives
 
 LINK_TAKEN = {**TAKEN, "input_id": "the ids each batch reports as input_id (default: positions in "
-                                   "edge_label_index), as PyG's LinkLoader"}
-LINK_UNSUPPORTED = {**{k: v for k, v in UNSUPPORTED.items() if k not in ("input_id", "node_sampler")},
+                            "edge_label_index), as PyG's LinkLoader"}
+LINK_UNSUPPORTED = {**{k: v for k, v in UNSUPPORTED.items() if k != "input_id"},
                     "edge_label_time": (None, "temporal sampling is not supported"),
-                    "link_sampler": (None, "pass your own node sampler as sampler= (README: 'Your own sampler "
-                                           "or feature source')")}
+                    "link_sampler": (None, "PyG's link samplers do not draw conveyor's batches: pass your own "
+                                           "node sampler as node_sampler= (README: 'Your own sampler or feature "
+                                           "source')")}
 LINK_OWN = ("data, num_neighbors, edge_label_index, edge_label, batch_size, shuffle, drop_last, neg_sampling, "
             "neg_sampling_ratio, the keywords of PyG's LinkLoader and DataLoader it honours ("
-            + ", ".join(LINK_TAKEN) + "), and its own pipeline, sampler, cache, device, seed, depth")
+            + ", ".join(LINK_TAKEN) + "), and its own pipeline, node_sampler, cache, device, seed, depth")
 # Keys of the user's Data that PyG's link batches set, replace or drop themselves (LinkLoader.filter_fn).
 LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time", "input_id", "src_index", "dst_pos_index",
              "dst_neg_index", "seed_time")

@@ -17,7 +17,10 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.loader import LinkNeighborLoader as PyGLinkNeighborLoader
+from torch_geometric.sampler import EdgeSamplerInput
 
+from conveyor.loader.index_samplers import index_batches, plan_of
 from conveyor.loader.inputs import features_of, pipeline_settings, sampler_of
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.link_inputs import (
@@ -31,6 +34,7 @@ from conveyor.loader.link_inputs import (
     replaced_keys,
 )
 from conveyor.loader.pipeline_loader import LoaderParts
+from conveyor.loader.pyg_face import describe, pipeline_sampler
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
 from conveyor.loader.to_pyg import sliced_data
 from conveyor.partition.attributes import AttributeSpec
@@ -38,13 +42,14 @@ from conveyor.pipeline.seeds import EpochPlan
 from conveyor.samplers.link import LinkSpec
 
 
-class LinkNeighborLoader(PyGLoader):
+class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
     """As `torch_geometric.loader.LinkNeighborLoader(data, num_neighbors, edge_label_index=None,
     edge_label=None, batch_size=1, shuffle=False, drop_last=False, neg_sampling=None,
     neg_sampling_ratio=None, ...)` for homogeneous graphs, with the keywords of PyG it honours
     (subgraph_type, num_workers, transform, input_id, ...) and conveyor's own, as
-    `conveyor.NeighborLoader`: pipeline, sampler, cache, device, seed (the epochs' order, the
-    neighbours and the negatives), depth.
+    `conveyor.NeighborLoader`: pipeline, node_sampler, cache, device, seed (the epochs' order, the
+    neighbours and the negatives), depth. To PyG's code it is a `torch_geometric.loader.LinkNeighborLoader`
+    (pyg_face.py: `link_sampler`, `input_data`, `collate_fn`, ...).
 
     Negatives (`neg_sampling="binary"` or `"triplet"`, or dict(mode=..., amount=...);
     `neg_sampling_ratio=r` is binary with amount r) are drawn uniformly over the nodes in the
@@ -54,35 +59,45 @@ class LinkNeighborLoader(PyGLoader):
 
     def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None, *, batch_size: int = 1,
                  shuffle: bool = False, drop_last: bool = False, neg_sampling=None, neg_sampling_ratio=None,
-                 pipeline: Optional[str] = None, sampler="auto", cache="degree", device="auto", seed=None,
+                 pipeline: Optional[str] = None, node_sampler="auto", cache="degree", device="auto", seed=None,
                  depth: Optional[int] = None, **pyg_keywords):
         taken = check_keywords(pyg_keywords, "LinkNeighborLoader", LINK_TAKEN, LINK_UNSUPPORTED, LINK_OWN)
+        batches = index_batches(taken.get("sampler"), taken.get("batch_sampler"), batch_size, shuffle, drop_last,
+                                "LinkNeighborLoader")
         negatives = negatives_of(neg_sampling, neg_sampling_ratio)
         self.leave_out = replaced_keys(negatives)
         options, graph, layout, device, seed = loader_inputs("LinkNeighborLoader", data, batch_size, taken, pipeline,
-                                                             depth, sampler, cache, device, seed, self.leave_out)
+                                                             depth, node_sampler, cache, device, seed, self.leave_out)
         if negatives is not None:
             negatives.check_room(batch_size)
         edges = label_edges(edge_label_index, data, graph)
         labels = link_labels(edge_label, edges.size(1), negatives)
         self.input_id = input_ids(taken.get("input_id"), edges.size(1))
-        nodes = None if list(num_neighbors) == [] else sampler_of(sampler, num_neighbors, seed, device, options)
-        parts = LoaderParts(LinkSpec(nodes, edges, labels, negatives, seed), features_of(cache, seed, graph), device,
+        nodes = None if list(num_neighbors) == [] else sampler_of(node_sampler, num_neighbors, seed, device, options)
+        parts = LoaderParts(LinkSpec(nodes, edges, labels, negatives, seed, options.disjoint),
+                            features_of(cache, seed, graph), device,
                             pipeline_settings(options.pipeline, options.depth),
                             attributes=AttributeSpec.everything(graph))
-        plan = EpochPlan(torch.arange(edges.size(1)), batch_size, seed, bool(shuffle), bool(drop_last))
+        positions = torch.arange(edges.size(1))
+        plan = plan_of(positions, batches, seed, EpochPlan(positions, batch_size, seed, bool(shuffle), bool(drop_last)))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
         self.edge_label_index, self.edge_label, self.neg_sampling = edges, labels, negatives
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
+        describe(self, taken, taken.get("sampler"), taken.get("batch_sampler"))
+        self.link_sampler = pipeline_sampler(node_sampler, num_neighbors, taken, options.subgraph_type)
+        self.input_data = EdgeSamplerInput(self.input_id if self.input_id is not None else positions, edges[0],
+                                           edges[1], labels)
 
     def to_data(self, prepared, positions: Tensor):
         """PyG's link batch (LinkLoader.filter_fn): the sliced data, input_id, and the links."""
         data = sliced_data(prepared, self.layout, hop_counts=self.options.subgraph_type == "directional")
         data.input_id = positions if self.input_id is None else self.input_id[positions]
         extras = prepared.batch.extras
+        if self.options.disjoint:
+            data.batch = extras["batch"]  # whose subgraph each node is, by positive link (PyG's)
         if self.neg_sampling is not None and self.neg_sampling.mode == "triplet":
             data.src_index, data.dst_pos_index = extras["src_index"], extras["dst_pos_index"]
             data.dst_neg_index = extras["dst_neg_index"]
         else:
             data.edge_label_index, data.edge_label = extras["edge_label_index"], extras.get("edge_label")
-        return data if self.options.transform is None else self.options.transform(data)
+        return data

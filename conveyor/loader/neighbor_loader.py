@@ -11,13 +11,23 @@ from __future__ import annotations
 from typing import List, Optional
 
 from torch import Tensor
+from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+from torch_geometric.sampler import NodeSamplerInput
 
+from conveyor.core import ConveyorError
 from conveyor.loader.hetero import to_hetero_data
+from conveyor.loader.index_samplers import index_batches, plan_of
 from conveyor.loader.inputs import attributes_of, features_of, input_node_ids, pipeline_settings, sampler_of
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts
+from conveyor.loader.pyg_face import describe, pipeline_sampler
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
-from conveyor.loader.repeated_seeds import distinct_seeds, has_repeats, with_repeated_seeds
+from conveyor.loader.repeated_seeds import (
+    distinct_seeds,
+    has_repeats,
+    with_repeated_seeds,
+    with_repeated_typed_seeds,
+)
 from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.room import check_batch_room
@@ -25,59 +35,82 @@ from conveyor.pipeline.seeds import EpochPlan
 from conveyor.samplers.typed import relation_fanouts
 
 
-class NeighborLoader(PyGLoader):
+class NeighborLoader(PyGLoader, PyGNeighborLoader):
     """As `torch_geometric.loader.NeighborLoader(data, num_neighbors, input_nodes=None,
     batch_size=1, shuffle=False, drop_last=False, ...)` with the keywords of PyG it honours
     (keywords.py: subgraph_type, weight_attr, num_workers, transform, ...), plus conveyor's own:
 
     pipeline: "async" (sampler and feature loader in their own processes, overlapped with your
-        loop; PyG's num_workers=0 means "serial") or "serial" (both in this process); sampler:
+        loop; PyG's num_workers=0 means "serial") or "serial" (both in this process); node_sampler:
         "auto", "bsp", "fused", "pyg", or your own sampler or spec (README, "Your own sampler or
         feature source"); cache: a policy ("degree", "random", "none"), a `cache.CacheSettings`,
         or your own feature source or spec; device: where batches arrive ("auto": CUDA when there
         is one); seed: the epochs' order and draws (None: `torch.initial_seed()`, so
         `torch.manual_seed` sets it); depth: batches each stage may prepare ahead.
 
-    Any other PyG keyword is refused by name unless it is at PyG's default. Close it with
+    It is a `torch_geometric.loader.NeighborLoader` (and a torch `DataLoader`) to PyG's code, with
+    the attributes PyG's consumers read (pyg_face.py); `sampler=` / `batch_sampler=` are PyG's,
+    torch samplers of positions in input_nodes (index_samplers.py). Any other PyG keyword is
+    refused by name unless it is at PyG's default. Close it with
     `close()` or a `with` block; garbage collection and interpreter exit close it too."""
     typed = True
 
     def __init__(self, data, num_neighbors, input_nodes=None, *, batch_size: int = 1, shuffle: bool = False,
-                 drop_last: bool = False, pipeline: Optional[str] = None, sampler="auto", cache="degree",
+                 drop_last: bool = False, pipeline: Optional[str] = None, node_sampler="auto", cache="degree",
                  device="auto", seed=None, depth: Optional[int] = None, **pyg_keywords):
-        options, graph, layout, device, seed = loader_inputs("NeighborLoader", data, batch_size, check_keywords(
-            pyg_keywords), pipeline, depth, sampler, cache, device, seed, typed=True)
-        parts = LoaderParts(sampler_of(sampler, num_neighbors, seed, device, options, graph),
+        taken = check_keywords(pyg_keywords)
+        batches = index_batches(taken.get("sampler"), taken.get("batch_sampler"), batch_size, shuffle, drop_last,
+                                "NeighborLoader")
+        options, graph, layout, device, seed = loader_inputs("NeighborLoader", data, batch_size, taken, pipeline,
+                                                             depth, node_sampler, cache, device, seed, typed=True)
+        parts = LoaderParts(sampler_of(node_sampler, num_neighbors, seed, device, options, graph),
                             features_of(cache, seed, graph), device, pipeline_settings(options.pipeline, options.depth),
                             attributes=attributes_of(graph))
         nodes, self.mask_input, self.input_type = input_node_ids(input_nodes, graph, options.subgraph_type)
         fanouts, row_bytes = room_of(graph, num_neighbors)
         check_batch_room(graph, fanouts, min(batch_size, max(nodes.numel(), 1)), device, row_bytes=row_bytes,
                          fix="Lower batch_size or num_neighbors.")
-        plan = EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last))
+        plan = plan_of(nodes, batches, seed, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         self.input_nodes = nodes
+        describe(self, taken, taken.get("sampler"), taken.get("batch_sampler"))
+        self.node_sampler = pipeline_sampler(node_sampler, num_neighbors, taken, options.subgraph_type)
+        self.input_data = node_input(nodes, self.input_type, graph)
 
     def seed_batches(self, epoch: int) -> List[Tensor]:
-        """Each batch's seeds once each: a repeat gets its place in to_data."""
-        return [distinct_seeds(seeds) for seeds in super().seed_batches(epoch)]
+        """Each batch's seeds once each: a repeat gets its place in to_data (disjoint: as given,
+        each copy a subgraph of its own)."""
+        return [self.seed_batch(seeds) for seeds in super().seed_batches(epoch)]
 
     def seed_batch(self, seeds: Tensor) -> Tensor:
-        return distinct_seeds(seeds)  # as seed_batches: loader(index)'s repeats get their place in to_data
+        return seeds if self.options.disjoint else distinct_seeds(seeds)
 
     def to_data(self, prepared, positions: Tensor):
         input_id = self.input_nodes[positions] if self.mask_input else positions
+        seeds = self.input_nodes[positions]
         if self.input_type is not None:  # a HeteroData's batch (loader/hetero.py); a mask's ids are the type's
             offset = self.layout.schema.offsets[self.layout.schema.node_type(self.input_type)]
             input_id = input_id - offset if self.mask_input else input_id
             data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
+            if has_repeats(seeds):
+                data = self.typed_repeats(data, seeds - offset)
         else:
             data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
-            seeds = self.input_nodes[positions]
-            if not self.mask_input and has_repeats(seeds):
+            if self.options.disjoint:
+                data.batch = prepared.batch.extras["batch"]  # whose each node is (samplers/disjoint.py)
+            elif has_repeats(seeds):
                 data = with_repeated_seeds(data, seeds, self.layout)
-        return data if self.options.transform is None else self.options.transform(data)
+        return data
+
+    def typed_repeats(self, data, seeds: Tensor):
+        """A HeteroData batch with its repeated seeds each in its place (directional subgraphs only)."""
+        if self.options.subgraph_type != "directional":
+            raise ConveyorError(f"a HeteroData batch holds a seed more than once (a sampler= drawing with "
+                                f"replacement, e.g. ImbalancedSampler), which conveyor places with "
+                                f"subgraph_type='directional' only (got {self.options.subgraph_type!r}); give each "
+                                f"seed once.")
+        return with_repeated_typed_seeds(data, seeds, self.layout, self.input_type)
 
 
 def room_of(graph, num_neighbors) -> tuple:
@@ -90,3 +123,10 @@ def room_of(graph, num_neighbors) -> tuple:
     hops = [-1 if -1 in hop else sum(hop) for hop in zip(*per_relation)]
     rows = [x.size(1) * x.element_size() for x in graph.features.values()]
     return hops, max(rows, default=0)
+
+
+def node_input(nodes: Tensor, input_type, graph) -> NodeSamplerInput:
+    """PyG's `loader.input_data`: the seeds (a HeteroData's by their type's own ids) and their type."""
+    if input_type is not None:
+        nodes = nodes - graph.schema.offsets[graph.schema.node_type(input_type)]
+    return NodeSamplerInput(input_id=None, node=nodes, input_type=input_type)

@@ -19,16 +19,18 @@ import torch
 from torch import Tensor
 
 from conveyor.core import ConveyorError
+from conveyor.loader.adj_t import adjacency_edges, adjacency_layout
 from conveyor.partition import Graph
 
 X, NODE, EDGE, EDGE_INDEX, NUM_NODES, OTHER = "x", "node", "edge", "edge_index", "num_nodes", "other"
+ADJ_T = "adj_t"  # T.ToSparseTensor's adjacency: the graph, and each batch's own (loader/adj_t.py)
 
 
 @dataclass
 class BatchLayout:
     """How a batch rebuilds the user's data: each key in order with its kind (X: the features the
     cache gathers; NODE, EDGE: sliced attributes; EDGE_INDEX; NUM_NODES: the batch's node count;
-    OTHER: a value copied as it is, kept in `others`)."""
+    ADJ_T: the batch's adj_t, its kind in `others`; OTHER: a value copied as it is, kept in `others`)."""
     keys: List[Tuple[str, str]]
     others: Dict[str, Any] = field(default_factory=dict)
 
@@ -58,16 +60,19 @@ def graph_of_graph(graph: Graph) -> Tuple[Graph, BatchLayout]:
 
 
 def graph_of_data(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, BatchLayout]:
-    no_edges = data.edge_index is None  # PyG's Data(num_nodes=N): nodes, no edge
-    edge_index = torch.empty(2, 0, dtype=torch.long) if no_edges else as_tensor(data.edge_index, "edge_index")
-    num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
+    edge_index, num_nodes = edges_of(data), int(data.num_nodes) if data.num_nodes is not None else 0
     layout, x, nodes, edges = BatchLayout([]), None, {}, {}
     for key, value in data:
         if key in leave_out:
             continue
         kind = kind_of(data, key, value)
         layout.keys.append((key, kind))
-        if kind == X:
+        if kind == ADJ_T:  # its values (if any) an edge attribute; its kind among `others` (loader/adj_t.py)
+            layout.others[key] = adjacency_layout(value)
+            values = adjacency_edges(value)[1]
+            if values is not None:
+                edges[key] = values
+        elif kind == X:
             x = as_tensor(value, key)
         elif kind == NODE:
             nodes[key] = as_tensor(value, key)
@@ -80,9 +85,17 @@ def graph_of_data(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, BatchLa
     return graph.validate(), layout
 
 
+def edges_of(data) -> Tensor:
+    """The graph's edges: adj_t's where the data has one (PyG samples it, not edge_index), else
+    edge_index (none: PyG's Data(num_nodes=N), nodes without edges)."""
+    if "adj_t" in data:
+        return adjacency_edges(data.adj_t)[0]
+    return torch.empty(2, 0, dtype=torch.long) if data.edge_index is None else as_tensor(data.edge_index, EDGE_INDEX)
+
+
 def kind_of(data, key: str, value) -> str:
     """What `key` of a PyG Data is to a batch (BatchLayout's kinds), as PyG's filter_data decides."""
-    if key in (EDGE_INDEX, NUM_NODES):
+    if key in (EDGE_INDEX, NUM_NODES, ADJ_T):
         return key
     if not isinstance(value, (Tensor, np.ndarray)):
         return OTHER

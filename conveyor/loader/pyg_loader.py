@@ -14,7 +14,7 @@ runs in this process, with the same seeds and draws as the pipeline's.
 """
 from __future__ import annotations
 
-import weakref
+import sys
 from dataclasses import replace
 from typing import Iterator, List, Tuple
 
@@ -25,7 +25,9 @@ from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.loader.inputs import Options, attributes_of, features_of, options_of, pipeline_settings, seed_of
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
+from conveyor.loader.pyg_face import PyGFace
 from conveyor.loader.pyg_input import BatchLayout, graph_and_layout
+from conveyor.loader.workers import with_worker_init
 from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
@@ -34,13 +36,16 @@ from conveyor.pipeline.seeds import STREAM_SAMPLER, SeedPlan, stream_seed
 KEEP_BEHIND = 2  # batches a loop may hold as views: the one it works on, and the one before it
 
 
-class PyGLoader(PipelineLoader):
+class PyGLoader(PyGFace, PipelineLoader):
     """The pipeline behind one of PyG's loaders over `data` (its graph and `layout`): `plan`'s
     seeds are positions in what the loader's batches are cut from (`input_name`: input_nodes,
     edge_label_index); a subclass says how a prepared batch becomes PyG's (`to_data`)."""
     input_name = "input_nodes"
     leave_out: Tuple[str, ...] = ()  # keys of the user's Data the batches do not slice (graph_and_layout)
     typed = False  # whether it takes a HeteroData (NeighborLoader: loader/hetero.py)
+    worker_init_fn = None  # PyG's: run in each stage process as it starts (loader/workers.py)
+    transform = None  # PyG's: run on each batch (filter_fn)
+    filter_per_worker = False
 
     def __init__(self, data, graph: Graph, layout: BatchLayout, parts: LoaderParts, plan: SeedPlan,
                  options: Options, cache, seed: int):
@@ -50,7 +55,7 @@ class PyGLoader(PipelineLoader):
         self.epochs_iterated = 0  # the next iter() is epoch epochs_iterated + 1
         self._busy = False  # an iteration of the pipeline is under way
         self._side = None  # the in-process source of a second, nested iteration
-        self._handed: List[weakref.ref] = []  # the pipeline's batches handed out that may still be views
+        self._handed: List[List[Tensor]] = []  # the tensors of batches handed out that may still be views
 
     @property
     def source(self):
@@ -62,6 +67,12 @@ class PyGLoader(PipelineLoader):
             self.parts = replace(self.parts, features=features_of(self.cache_option, self.seed, self.graph),
                                  attributes=attributes_of(self.graph))
             self._snapshot = snapshot(self.data)
+        if self._state["source"] is None and self.worker_init_fn is not None and self.asynchronous:
+            parts, self.parts = self.parts, with_worker_init(self.parts, self.worker_init_fn)
+            try:
+                return super().source
+            finally:
+                self.parts = parts
         return super().source
 
     @property
@@ -95,11 +106,11 @@ class PyGLoader(PipelineLoader):
             data = self.to_data(batch, position)
             del batch  # the Data holds the views it needs: the slots go back once it is dropped
             if not keep_views:
-                self._handed.append(weakref.ref(data))
-            yield data
+                self._handed.append(aliased(data))
+            yield self.filter_fn(data)
 
-    def __call__(self, index) -> "torch_geometric.data.Data":  # noqa: F821
-        """The batch of these positions (PyG's NodeLoader.__call__ and LinkLoader.__call__)."""
+    def sample(self, index) -> "torch_geometric.data.Data":  # noqa: F821
+        """The batch of these positions before `transform` (pyg_face.py: PyG's collate_fn)."""
         positions = torch.as_tensor(index, dtype=torch.long).view(-1)
         count = self.plan.nodes.numel()
         if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= count):
@@ -169,14 +180,31 @@ def snapshot(data):
     return tuple((key, id(value)) for key, value in data) if hasattr(data, "is_node_attr") else None
 
 
-def detach_held(handed: List[weakref.ref], keep: int) -> List[weakref.ref]:
-    """Copy out of the pipeline's buffers every handed batch but the last `keep` that the caller
-    still holds (their buffers then go back); return the ones still views."""
+def aliased(data) -> List[Tensor]:
+    """Each tensor of `data` (a Data or HeteroData) replaced by an alias of it (a view of the whole),
+    which `detach_held` can later turn into a copy wherever it went; the aliases. (The pipeline's
+    views carry the weak references its slots' leases hang on, which `swap_tensors` refuses.)"""
+    aliases = []
+    for store in data.stores:
+        for key, value in store.items():
+            if isinstance(value, Tensor):
+                store[key] = alias = value.view_as(value)
+                alias._conveyor_view = value  # the pipeline's own view (its slot's lease) lives as long as this
+                aliases.append(alias)
+    return aliases
+
+
+HELD_HERE = 3  # references to an alias while detach_held looks at it: the list's, the loop's, getrefcount's
+
+
+def detach_held(handed: List[List[Tensor]], keep: int) -> List[List[Tensor]]:
+    """Copy out of the pipeline's buffers every tensor of the handed batches but the last `keep`
+    that anything still holds, in place (`torch.utils.swap_tensors`: whoever holds it, the batch or
+    a tensor taken out of it such as PyG's CachedLoader keeps, now holds the copy), so that their
+    buffers go back; return the batches still views."""
     old, recent = handed[: len(handed) - keep], handed[len(handed) - keep:]
-    for ref in old:
-        data = ref()
-        if data is not None:
-            for key, value in data:
-                if isinstance(value, Tensor):
-                    data[key] = value.clone()
+    for aliases in old:
+        for alias in aliases:
+            if sys.getrefcount(alias) > HELD_HERE:
+                torch.utils.swap_tensors(alias, alias.clone())
     return recent

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from conveyor.loader.pyg_input import EDGE, NODE, BatchLayout, X
+from conveyor.core import ConveyorError
+from conveyor.loader.pyg_input import ADJ_T, EDGE, NODE, BatchLayout, X
 
 
 def has_repeats(seeds: Tensor) -> bool:
@@ -38,6 +39,9 @@ def first_places(which: Tensor, count: int) -> Tensor:
 def with_repeated_seeds(data: Data, seeds: Tensor, layout: BatchLayout) -> Data:
     """`data`, a directional batch sampled from `distinct_seeds(seeds)`, with every seed in its
     place as `seeds` gives them (module doc)."""
+    if any(kind == ADJ_T for _, kind in layout.keys):
+        raise ConveyorError("a batch holds a seed more than once, which conveyor's loader places for edge_index but "
+                            "not for adj_t; give each seed once, or the graph as edge_index.")
     distinct = int(data.batch_size)
     copy_of = place_in(data.n_id[:distinct], seeds.to(data.n_id.device))  # each given seed's place among the distinct
     first_place = first_places(copy_of, distinct)
@@ -83,3 +87,49 @@ def hop_one_copies(targets: Tensor, copy_of: Tensor, distinct: int):
     within = torch.arange(int(lengths.sum()), device=targets.device) - first_of_each
     edges = order[torch.repeat_interleave(starts[copy_of], lengths) + within]
     return edges, torch.repeat_interleave(torch.arange(copy_of.numel(), device=targets.device), lengths)
+
+
+def with_repeated_typed_seeds(data, seeds: Tensor, layout, input_type: str):
+    """`data`, a directional HeteroData batch sampled from the distinct seeds of `input_type`, with
+    every seed in its place as `seeds` (type-local ids) gives them: the same placement as
+    `with_repeated_seeds`, on the input type's nodes and on every edge type that reaches them
+    (hop-1 edges into the seeds once per copy, every other index into the type renumbered)."""
+    store = data[input_type]
+    distinct = int(store.batch_size)
+    copy_of = place_in(store.n_id[:distinct], seeds.to(store.n_id.device))
+    rest = torch.arange(distinct, store.n_id.numel(), device=copy_of.device)
+    node_order = torch.cat([copy_of, rest])
+    new_place = torch.cat([first_places(copy_of, distinct), rest - distinct + seeds.numel()])
+    for key, kind in layout.node_keys[input_type]:
+        if kind in (X, NODE):
+            store[key] = store[key][node_order.to(store[key].device)]
+    if all(key != "n_id" for key, _ in layout.node_keys[input_type]):
+        store.n_id = store.n_id[node_order]
+    for edge_type in data.edge_types:
+        if input_type in (edge_type[0], edge_type[-1]):
+            renumber_edges(data[edge_type], layout.edge_keys[edge_type], edge_type, input_type, copy_of, distinct,
+                           new_place)
+    store.num_sampled_nodes = [seeds.numel()] + list(store.num_sampled_nodes[1:])
+    store.batch_size = seeds.numel()
+    return data
+
+
+def renumber_edges(store, keys, edge_type, input_type: str, copy_of: Tensor, distinct: int, new_place: Tensor):
+    """One edge type's edges with the input type's nodes in their new places (above)."""
+    hop_one = int(store.num_sampled_edges[0]) if edge_type[-1] == input_type else 0
+    order, targets = hop_one_copies(store.edge_index[1, :hop_one], copy_of, distinct)
+    edges = torch.cat([order, torch.arange(hop_one, store.edge_index.size(1), device=order.device)])
+    edge_index = store.edge_index[:, edges]
+    if edge_type[0] == input_type:
+        edge_index[0] = new_place[edge_index[0]]
+    if edge_type[-1] == input_type:
+        edge_index[1] = new_place[edge_index[1]]
+        edge_index[1, :targets.numel()] = targets
+    for key, kind in keys:
+        if kind == EDGE:
+            store[key] = store[key][edges.to(store[key].device)]
+    if "e_id" in store and all(key != "e_id" for key, _ in keys):
+        store.e_id = store.e_id[edges.to(store.e_id.device)]
+    store.edge_index = edge_index
+    first = targets.numel() if edge_type[-1] == input_type else int(store.num_sampled_edges[0])
+    store.num_sampled_edges = [first] + list(store.num_sampled_edges[1:])

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from conveyor.loader.pyg_input import EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, BatchLayout, X
+from conveyor.loader.adj_t import batch_adjacency
+from conveyor.loader.pyg_input import ADJ_T, EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, BatchLayout, X
 from conveyor.partition.attributes import E_ID
 from conveyor.samplers.subgraph import pyg_edges
 
@@ -37,7 +38,9 @@ def sliced_data(prepared, layout: BatchLayout, hop_counts: bool = True) -> Data:
     edge_index, _, mask, edge_counts = pyg_edges(batch)
     values = {X: lambda key: prepared.x, NODE: lambda key: prepared.node_attrs[key],
               EDGE: lambda key: kept(prepared.edge_attrs[key], mask), EDGE_INDEX: lambda key: edge_index,
-              NUM_NODES: lambda key: batch.n_id.numel(), OTHER: lambda key: layout.others[key]}
+              NUM_NODES: lambda key: batch.n_id.numel(), OTHER: lambda key: layout.others[key],
+              ADJ_T: lambda key: batch_adjacency(layout.others[key], edge_index, kept_or_none(prepared, key, mask),
+                                                 batch.n_id.numel())}
     data = Data()
     for key, kind in layout.keys:
         data[key] = values[kind](key)
@@ -50,6 +53,11 @@ def sliced_data(prepared, layout: BatchLayout, hop_counts: bool = True) -> Data:
         data.num_sampled_nodes = torch.diff(counts, prepend=counts.new_zeros(1)).tolist()
         data.num_sampled_edges = edge_counts
     return data
+
+
+def kept_or_none(prepared, key: str, mask: Optional[Tensor]) -> Optional[Tensor]:
+    """The batch's rows of edge attribute `key`, or None when the graph has no such attribute."""
+    return kept(prepared.edge_attrs[key], mask) if key in prepared.edge_attrs else None
 
 
 def kept(values: Tensor, mask: Optional[Tensor]) -> Tensor:

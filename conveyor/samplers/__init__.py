@@ -24,9 +24,31 @@ def resolve_sampler_name(name: str, device) -> str:
     return "bsp" if str(name) == "auto" else str(name)
 
 
+def check_replace(replace: bool, name: str, typed: bool, weight_attr: str | None) -> None:
+    """Refuse sampling with replacement (PyG's replace=True) where it is not drawn: bsp and pyg draw
+    it, uniformly, on a graph of one node and edge type."""
+    if replace and (name not in ("bsp", "pyg") or typed or weight_attr is not None):
+        raise ConveyorError(f"sampling with replacement (replace=True) is drawn by sampler bsp or pyg, uniformly, on a "
+                            f"graph of one node and edge type; got sampler {name}"
+                            f"{' on a typed graph' if typed else ''}{' with weight_attr' if weight_attr else ''}. "
+                            f"Leave replace out, or use torch_geometric.loader.NeighborLoader for this loop.")
+
+
+def check_disjoint(disjoint: bool, name: str, typed: bool, weight_attr: str | None) -> bool:
+    """Whether disjoint subgraphs are asked for (PyG's disjoint=True, each seed its own subgraph:
+    samplers/disjoint.py, bsp's draws once per node as PyG's); refused where they are not drawn:
+    but by bsp, uniformly, on a graph of one node and edge type."""
+    if disjoint and (name != "bsp" or typed or weight_attr is not None):
+        raise ConveyorError(f"disjoint subgraphs (disjoint=True) are drawn by sampler bsp (or auto), uniformly, on a "
+                            f"graph of one node and edge type; got sampler {name}"
+                            f"{' on a typed graph' if typed else ''}{' with weight_attr' if weight_attr else ''}. "
+                            f"Leave disjoint out, or use torch_geometric.loader.NeighborLoader for this loop.")
+    return disjoint
+
+
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                   deterministic: bool = SamplerSettings.deterministic, once: bool = False,
-                  weight_attr: str | None = None, threads="auto"):
+                  weight_attr: str | None = None, threads="auto", replace: bool = False, disjoint: bool = False):
     """A sampler whose `sample(seeds)` returns a `SampledBatch` (see docs/design.md).
     `deterministic` (fused only; bsp and pyg always are): the same seed gives bit-identical
     batches, at the cost of a few sorts per batch. `once` (bsp only): each node draws at one hop
@@ -37,8 +59,12 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
     samples with (the caller's are restored after each call); auto: the fewest of torch's threads,
     this process's cores and those idle now (core/cores.py: so more threads are never slower). A
     typed graph (partition/hetero.py) is drawn by bsp relation by relation (samplers/typed.py;
-    `fanouts` one list for every relation, or a dict by edge type); the other samplers refuse it."""
+    `fanouts` one list or a dict by edge type); others refuse it. `replace`, `disjoint`: PyG's."""
     name = resolve_sampler_name(name, device)
+    check_replace(replace, name, is_typed(graph), weight_attr)
+    if check_disjoint(disjoint, name, is_typed(graph), weight_attr):
+        from conveyor.samplers.disjoint import DisjointSampler as Disjoint
+        return Disjoint(graph, fanouts, device=device, seed=seed, replace=replace, threads=threads)
     if is_typed(graph):  # a heterogeneous graph: each relation drawn with its own fanouts
         if name != "bsp":
             raise ConveyorError(f"sampler={name} draws graphs of one node and edge type; sample this typed graph "
@@ -49,10 +75,11 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
     if name == "bsp":
         from conveyor.samplers.bsp import BSPSampler
         return BSPSampler(graph, fanouts, device=device, seed=seed, once=once, weight_attr=weight_attr,
-                          threads=threads)
+                          threads=threads, replace=replace)
     if name == "pyg":
         from conveyor.samplers.pyg import PyGSampler
-        return PyGSampler(graph, fanouts, device=device, seed=seed, weight_attr=weight_attr, threads=threads)
+        return PyGSampler(graph, fanouts, device=device, seed=seed, weight_attr=weight_attr, threads=threads,
+                          replace=replace)
     if name == "fused":
         from conveyor.samplers.fused import FusedSampler
         return FusedSampler(graph, fanouts, device=device, seed=seed, deterministic=deterministic,
@@ -73,6 +100,8 @@ class SamplerSpec:
     once: bool = False  # bsp: PyG's draws, for conveyor.NeighborLoader (build_sampler)
     weight_attr: str | None = None  # draw by this edge attribute's weights (build_sampler)
     threads: Any = "auto"  # torch threads while sampling (build_sampler); the pipeline sets its own
+    replace: bool = False  # bsp, pyg: PyG's replace=True, drawn with replacement (build_sampler)
+    disjoint: bool = False  # bsp: PyG's disjoint=True, each seed its own subgraph (samplers/disjoint.py)
 
     @classmethod
     def of(cls, settings: SamplerSettings, seed: int, device) -> "SamplerSpec":
@@ -83,8 +112,9 @@ class SamplerSpec:
     def build(self, graph: Graph, device):
         return build_sampler(self.name, graph, self.fanouts, device=device, seed=self.seed,
                              deterministic=self.deterministic, once=self.once, weight_attr=self.weight_attr,
-                             threads=self.threads)
+                             threads=self.threads, replace=self.replace, disjoint=self.disjoint)
 
 
 __all__ = ["SAMPLERS", "SampledBatch", "Sampler", "SamplerRecipe", "SamplerSettings", "SamplerSpec", "build_sampler",
+           "check_disjoint", "check_replace",
            "resolve_sampler_name"]

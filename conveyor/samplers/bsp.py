@@ -79,15 +79,33 @@ def weighted_picks(start: Tensor, deg: Tensor, fanout: int, keys: Tensor, genera
     return pos.index_select(0, order.index_select(0, take)).view(m, fanout)
 
 
-def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, keys: Tensor | None = None):
+def replacement_picks(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator):
+    """PyG's replace=True: `fanout` edge positions per node that has any, uniformly with
+    replacement (a node of fewer neighbours draws `fanout` too, repeats and all, as pyg-lib and
+    torch_sparse do), node by node; (positions, edges) as `sample_positions` returns them."""
+    having = (deg > 0).nonzero().squeeze(1)
+    rows = deg.index_select(0, having)[:, None]
+    picks = torch.rand(having.numel(), fanout, generator=generator, device=deg.device, dtype=torch.float64)
+    picks = torch.minimum(picks.mul_(rows.double()).long(), rows - 1)
+    pos = picks.add_(start.index_select(0, having)[:, None]).view(-1)
+    edges = torch.empty(2, pos.numel(), dtype=torch.long, device=deg.device)
+    edges[1] = torch.repeat_interleave(having, fanout)
+    return pos, edges
+
+
+def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, keys: Tensor | None = None,
+                     replace: bool = False):
     """Draw min(deg, fanout) distinct edge positions per node, uniformly (Floyd) or, given the
-    edges' weight `keys`, by weight. Returns (positions, edges): edges a [2, E] buffer whose row 1
+    edges' weight `keys`, by weight; with `replace`, `fanout` with replacement (uniformly).
+    Returns (positions, edges): edges a [2, E] buffer whose row 1
     holds each position's owner (index into the nodes) and row 0 is for the caller. Low-degree
     nodes keep every neighbour (first, in node order; whatever their weights, as PyG does), then
     come the high-degree ones' draws, node by node. A fanout of 0 draws nothing (PyG's meaning)."""
     if fanout == 0:
         empty = torch.empty(0, dtype=torch.long, device=deg.device)
         return empty, torch.empty(2, 0, dtype=torch.long, device=deg.device)
+    if replace:
+        return replacement_picks(start, deg, fanout, generator)
     take_all = deg <= fanout
     few = take_all.nonzero().squeeze(1)
     many = (~take_all).nonzero().squeeze(1)
@@ -110,13 +128,15 @@ class BSPSampler:
     name = "bsp"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False,
-                 weight_attr: str | None = None, threads="auto"):
+                 weight_attr: str | None = None, threads="auto", replace: bool = False):
         """`once`: each node draws only at the hop after the one that first reached it, as PyG's
         NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
         (the message-flow graphs of docs/design.md §2.2, which the trainer's models read).
         `weight_attr`: draw by the weights of that edge attribute (samplers/weights.py).
         `threads`: torch's CPU threads while sampling (the caller's are kept for the rest); auto:
-        no more than the cores idle now (core/cores.py: more threads are then never slower)."""
+        no more than the cores idle now (core/cores.py: more threads are then never slower).
+        `replace`: PyG's replace=True, `fanout` draws with replacement per node (-1: every
+        neighbour once, as PyG), uncapped by the degrees."""
         weights = edge_weights(graph, weight_attr)
         self.threads = sampler_threads(threads)
         self.device = torch.device(device)
@@ -126,6 +146,10 @@ class BSPSampler:
         # 168 steps a hop on cora, not 100000 for sampler.fanouts=[100000].
         max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
         self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
+        # With replacement a node draws `fanout` whatever its degree; -1 still takes each edge once.
+        self.replacing = [replace and f != -1 for f in check_fanouts(fanouts)]
+        if replace:
+            self.fanouts = [f if r else cap for f, r, cap in zip(check_fanouts(fanouts), self.replacing, self.fanouts)]
         self.indptr = graph.indptr.to(self.device)
         self.indices = graph.indices.to(self.device)
         self.keys = None if weights is None else weight_keys(weights).to(self.device)
@@ -154,7 +178,7 @@ class BSPSampler:
         edges the owner's index into `nodes` (samplers/typed.py draws per relation instead)."""
         start = self.indptr.index_select(0, nodes)
         deg = self.indptr.index_select(0, nodes + 1).sub_(start)
-        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys)
+        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop])
 
     def sample(self, seeds) -> SampledBatch:
         with torch_threads(self.threads):

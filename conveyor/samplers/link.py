@@ -9,7 +9,10 @@ neighbourhood of every endpoint (their unique ids, ascending, are the node sampl
 `n_id` starts with them, as PyG's) and returns the batch with the links in its local ids as
 extras (`SampledBatch.extras`): `edge_label_index` and `edge_label` (binary, or no negatives;
 negatives follow the positives and are labelled 0), or `src_index`, `dst_pos_index`,
-`dst_neg_index` (triplet). These are PyG's `edge_sample` for homogeneous graphs, not disjoint.
+`dst_neg_index` (triplet). These are PyG's `edge_sample` for homogeneous graphs. With `disjoint`
+(the node sampler then samples/disjoint.py's) every endpoint is a seed of its own, in order
+(sources, then destinations, negatives included), the links are positions among them, and each
+node's subgraph index (the `batch` extra) is taken modulo the batch's positive links, as PyG's.
 
 Negatives are drawn uniformly over the graph's nodes, from the sampler's own generator, which
 `manual_seed` restarts with the run's sampler seed: the same seed draws the same negatives in
@@ -74,21 +77,22 @@ class LinkSpec:
     edge_label: Optional[Tensor] = None  # [P, ...]: each link's label, or None
     negatives: Optional[Negatives] = None
     seed: int = 0
+    disjoint: bool = False  # every endpoint its own subgraph (the node sampler must draw so)
 
     def build(self, graph: Graph, device) -> "LinkSampler":
         inner = self.sampler
         if callable(getattr(inner, "build", None)):
             inner = inner.build(graph, device)
         return LinkSampler(inner, graph.num_nodes, self.edge_label_index, self.edge_label, self.negatives,
-                           self.seed)
+                           self.seed, self.disjoint)
 
 
 class LinkSampler:
     """Link batches (module doc) drawn with the node sampler `sampler` (None: zero hops)."""
 
     def __init__(self, sampler, num_nodes: int, edge_label_index: Tensor, edge_label: Optional[Tensor] = None,
-                 negatives: Optional[Negatives] = None, seed: int = 0):
-        self.sampler, self.num_nodes = sampler, int(num_nodes)
+                 negatives: Optional[Negatives] = None, seed: int = 0, disjoint: bool = False):
+        self.sampler, self.num_nodes, self.disjoint = sampler, int(num_nodes), disjoint
         self.edge_label_index, self.edge_label, self.negatives = edge_label_index.long(), edge_label, negatives
         self.generator = torch.Generator().manual_seed(negative_seed(seed))
         inner = "endpoints only" if sampler is None else getattr(sampler, "name", type(sampler).__name__)
@@ -108,11 +112,15 @@ class LinkSampler:
         links = [self.links(p) for p in position_list]
         seeds = [s for s, _ in links]
         if self.sampler is None:
-            batches = [endpoints_only(s) for s in seeds]
+            batches = [endpoints_only(s, self.disjoint) for s in seeds]
         elif callable(getattr(self.sampler, "sample_many", None)):
             batches = self.sampler.sample_many(seeds)
         else:
             batches = [self.sampler.sample(s) for s in seeds]
+        if self.disjoint:  # PyG's: a link's source and destination subgraphs share its index
+            extras = [{**e, "batch": b.extras["batch"] % p.numel()} for b, (_, e), p in zip(batches, links,
+                                                                                             position_list)]
+            links = [(s, e) for (s, _), e in zip(links, extras)]
         return [dataclasses.replace(b, extras={**b.extras, **extras}) for b, (_, extras) in zip(batches, links)]
 
     def links(self, positions: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
@@ -125,11 +133,16 @@ class LinkSampler:
             src, dst, label = self.with_binary_negatives(src, dst, label)
         elif mode == "triplet":
             dst = torch.cat([dst, self.draw(src.numel() * int(self.negatives.amount))])
-        seeds, local = torch.unique(torch.cat([src, dst]), return_inverse=True)
+        seeds = torch.cat([src, dst])
+        if self.disjoint:  # each endpoint a seed of its own, in order
+            local = torch.arange(seeds.numel())
+        else:
+            seeds, local = torch.unique(seeds, return_inverse=True)
         if mode == "triplet":
             count = positions.numel()
+            negative = local[2 * count:].view(-1, count).t() if self.disjoint else local[2 * count:]
             extras = {"src_index": local[:count], "dst_pos_index": local[count:2 * count],
-                      "dst_neg_index": local[2 * count:].view(count, -1).squeeze(-1)}
+                      "dst_neg_index": negative.reshape(count, -1).squeeze(-1)}
         else:
             extras = {"edge_label_index": local.view(2, -1), **({} if label is None else {"edge_label": label})}
         return seeds, extras
@@ -148,6 +161,7 @@ class LinkSampler:
         return torch.randint(self.num_nodes, (count,), generator=self.generator)
 
 
-def endpoints_only(seeds: Tensor) -> SampledBatch:
-    """A batch of zero hops: the seeds alone (PyG's num_neighbors=[])."""
-    return SampledBatch(seeds, torch.tensor([seeds.numel()]), [], [])
+def endpoints_only(seeds: Tensor, disjoint: bool = False) -> SampledBatch:
+    """A batch of zero hops: the seeds alone (PyG's num_neighbors=[]; disjoint: each its own)."""
+    return SampledBatch(seeds, torch.tensor([seeds.numel()]), [], [],
+                        {"batch": torch.arange(seeds.numel())} if disjoint else {})

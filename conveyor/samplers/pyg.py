@@ -47,7 +47,7 @@ class PyGSampler:
     name = "pyg"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, weight_attr: str | None = None,
-                 threads="auto"):
+                 threads="auto", replace: bool = False):
         if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
             raise ConveyorError(
                 "sampler=pyg needs pyg-lib or torch_sparse, and neither is installed; install the "
@@ -67,7 +67,8 @@ class PyGSampler:
         data = Data(edge_index=graph.edge_index(), num_nodes=graph.num_nodes)
         if weights is not None:
             data[weight_attr] = weights  # in CSC order, as the edges
-        self.sampler = NeighborSampler(data, num_neighbors=self.fanouts, is_sorted=True, weight_attr=weight_attr)
+        self.sampler = NeighborSampler(data, num_neighbors=self.fanouts, is_sorted=True, weight_attr=weight_attr,
+                                       replace=replace)
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> None:
