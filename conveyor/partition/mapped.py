@@ -15,6 +15,7 @@ killed build leaves no folder a later run accepts.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -67,6 +68,24 @@ class MappedWriter:
         while len(view):  # pwrite may write less than asked
             done = os.pwrite(fd, view, at)
             view, at = view[done:], at + done
+
+    def mapped(self, name: str) -> np.memmap:
+        """`name`'s rows as a writable map, for a pass that scatters into it (papers100m.py)."""
+        spec, (_, offset, _) = self.fields[name], self._files[name]
+        return np.memmap(self.folder / f"{name}.npy", dtype=spec["dtype"], mode="r+", offset=offset,
+                         shape=tuple(spec["shape"]))
+
+    def shrink(self, name: str, rows: int) -> None:
+        """Keep only the first `rows` rows of `name` (its header rewritten, the file cut)."""
+        fd, offset, row = self._files[name]
+        spec = self.fields[name]
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": np.lib.format.dtype_to_descr(np.dtype(spec["dtype"])),
+                                                      "fortran_order": False, "shape": (rows, *spec["shape"][1:])})
+        assert header.tell() == offset, "the header of a smaller shape is never longer"
+        os.pwrite(fd, header.getvalue(), 0)
+        os.ftruncate(fd, offset + rows * row)
+        spec["shape"][0] = rows
 
     def save(self, name: str, array: np.ndarray) -> None:
         """A small array, whole."""
