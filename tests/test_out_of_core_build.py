@@ -280,3 +280,19 @@ def test_the_build_runs_inside_a_memory_cgroup_smaller_than_its_edges(tmp_path):
     assert sum(p.stat().st_size for p in folder.iterdir()) > CGROUP_LIMIT
     graph = Graph.load(folder)
     assert graph.num_nodes == size["nodes"] and abs(graph.num_edges - size["edges"]) < 0.01 * size["edges"]
+
+
+def test_samplers_draw_from_the_mapped_csc_in_place(papers):
+    from conveyor.samplers.bsp import BSPSampler
+    from conveyor.samplers.fused import has_parallel_edges
+
+    _, g = papers
+    sampler = BSPSampler(g, [5, 3], seed=0)
+    assert sampler.indices.data_ptr() == g.indices.data_ptr() and sampler.indptr.data_ptr() == g.indptr.data_ptr()
+    batch = sampler.sample(g.train_idx[:64])
+    src, dst = batch.edge_index_per_hop[0]
+    pos = batch.edge_pos_per_hop[0]
+    assert torch.equal(batch.n_id[src], g.indices[pos].long())  # each drawn edge is the graph's own
+    assert not has_parallel_edges(g) and not has_parallel_edges(g, chunk=1000)
+    doubled = Graph.from_edge_index(torch.tensor([[0, 1, 1, 2], [1, 2, 2, 0]]), 3, dedup=False)
+    assert all(has_parallel_edges(doubled, chunk) for chunk in (1, 2, 3))
