@@ -296,3 +296,17 @@ def test_samplers_draw_from_the_mapped_csc_in_place(papers):
     assert not has_parallel_edges(g) and not has_parallel_edges(g, chunk=1000)
     doubled = Graph.from_edge_index(torch.tensor([[0, 1, 1, 2], [1, 2, 2, 0]]), 3, dedup=False)
     assert all(has_parallel_edges(doubled, chunk) for chunk in (1, 2, 3))
+
+
+def test_a_mapped_build_is_fingerprinted_by_its_build_not_its_rows(tmp_path):
+    from conveyor.partition.digest import MAPPED_VERSION, contents_digest, same_contents
+
+    first = load_dataset("synthetic_papers", root=tmp_path, scale=SCALE, seed=3)
+    digest = contents_digest(first)
+    assert digest.startswith(MAPPED_VERSION) and contents_digest(Graph.load(folder_of(tmp_path))) == digest
+    converted = Graph.load(folder_of(tmp_path))
+    converted.x = converted.x.float()  # no longer the build's file: every row is hashed
+    assert not contents_digest(converted).startswith(MAPPED_VERSION)
+    (folder_of(tmp_path) / "stamp.txt").write_text("another version")  # rebuilt: another build
+    again = load_dataset("synthetic_papers", root=tmp_path, scale=SCALE, seed=3)
+    assert not same_contents(again, digest) and same_contents(again, contents_digest(again))

@@ -18,11 +18,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import uuid
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import torch
+
+from conveyor.core.file_maps import file_maps, file_offset
 
 FORMAT = "conveyor-mapped-v1"
 META = "meta.json"
@@ -99,7 +102,9 @@ class MappedWriter:
             os.fsync(fd)
             os.close(fd)
         self._files.clear()
-        text = json.dumps({"format": FORMAT, **meta, "fields": self.fields}, indent=1)
+        # "build": this build's identity, which the data fingerprint of a run reads instead of
+        # hashing tens of GB (digest.py); a rebuilt folder gets another one.
+        text = json.dumps({"format": FORMAT, **meta, "build": uuid.uuid4().hex, "fields": self.fields}, indent=1)
         (self.folder / META).write_text(text)
         return self.folder
 
@@ -128,3 +133,24 @@ def read_mapped(folder: str | os.PathLike) -> Tuple[Dict[str, torch.Tensor], dic
                              f"meta.json says {spec['dtype']} {spec['shape']}")
         tensors[name] = torch.from_numpy(array)
     return tensors, meta
+
+
+def build_of(tensors: Dict[str, torch.Tensor]) -> Optional[str]:
+    """The build identity of the mapped folder every one of `tensors` is the whole file of (as
+    `read_mapped` maps them, unchanged), or None: some tensor is not, or the folder has none."""
+    maps, folders = file_maps(), set()
+    for name, tensor in tensors.items():
+        where = file_offset(maps, tensor) if tensor.numel() else None
+        if where is None or Path(where[0]).name != f"{name}.npy" or not tensor.is_contiguous():
+            return None
+        folders.add(Path(where[0]).parent)
+    if len(folders) != 1:
+        return None
+    folder = folders.pop()
+    try:
+        meta = json.loads((folder / META).read_text())
+    except (OSError, ValueError):
+        return None
+    fields = meta.get("fields", {})
+    same = set(fields) == set(tensors) and all(list(t.shape) == fields[k]["shape"] for k, t in tensors.items())
+    return str(meta["build"]) if same and meta.get("format") == FORMAT and "build" in meta else None
