@@ -3,9 +3,11 @@
 For graphs larger than memory (docs/design.md §2.1): `meta.json` carries the format tag
 (`FORMAT`), the graph's kind, node, edge and class counts, its name and, per tensor, its dtype and
 shape; each tensor `Graph.tensors()` names (`indptr`, `indices`, `x`, `y`, `train_idx`, ...,
-`node.year`) is `<name>.npy`. `read_mapped` maps every file copy-on-write from a read-only open
-(numpy's mode "c", as `torch.load(mmap=True)` maps graph.pt): nothing is copied, the page cache
-holds one copy for every process, and the files are never written.
+`node.year`) is `<name>.npy`. `read_mapped` maps every file read-only (numpy's mode "r", a shared
+read-only map): nothing is copied, the page cache holds one copy for every process, and the files
+are never written. Not copy-on-write: the kernel counts a private writable map against its commit
+limit and refuses one larger than memory (ENOMEM for papers100M's 28 GB of features). A tensor of
+it must not be written in place (the process would die on the write, as on any read-only page).
 
 `MappedWriter` writes one streaming: each file is created at its full size with its `.npy` header,
 then filled piece by piece with `pwrite` (no map of it in the writer, so a build's resident memory
@@ -19,6 +21,7 @@ import io
 import json
 import os
 import uuid
+import warnings
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -117,7 +120,7 @@ class MappedWriter:
 
 def read_mapped(folder: str | os.PathLike) -> Tuple[Dict[str, torch.Tensor], dict]:
     """(tensors by name, the rest of meta.json) of the mapped graph in `folder`: each tensor a
-    copy-on-write map of its file. A file missing, or not of the dtype and shape meta.json gives
+    read-only map of its file. A file missing, or not of the dtype and shape meta.json gives
     (truncated, replaced), raises ValueError naming it."""
     folder = Path(folder)
     meta = json.loads((folder / META).read_text())
@@ -125,14 +128,22 @@ def read_mapped(folder: str | os.PathLike) -> Tuple[Dict[str, torch.Tensor], dic
     for name, spec in meta.pop("fields").items():
         path = folder / f"{name}.npy"
         try:
-            array = np.load(path, mmap_mode="c" if int(np.prod(spec["shape"])) else None, allow_pickle=False)
+            array = np.load(path, mmap_mode="r" if int(np.prod(spec["shape"])) else None, allow_pickle=False)
         except (OSError, ValueError) as error:
             raise ValueError(f"{path.name}: {error}") from error
         if array.dtype.name != spec["dtype"] or list(array.shape) != spec["shape"]:
             raise ValueError(f"{path.name} holds {array.dtype.name} {list(array.shape)}, "
                              f"meta.json says {spec['dtype']} {spec['shape']}")
-        tensors[name] = torch.from_numpy(array)
+        tensors[name] = read_only_tensor(array)
     return tensors, meta
+
+
+def read_only_tensor(array: np.ndarray) -> torch.Tensor:
+    """torch's view of a read-only map (torch has no read-only tensors: it warns, once, that
+    writing would be undefined; here that is the contract)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
 
 
 def build_of(tensors: Dict[str, torch.Tensor]) -> Optional[str]:
