@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import weakref
+from pathlib import Path
 
 import psutil
 import pytest
@@ -117,14 +118,14 @@ def test_share_graph_maps_a_saved_graph_and_shares_the_rest(tmp_path):
     loaded = Graph.load(tmp_path / "g", mmap=True)
     loaded.x = loaded.x * 2  # changed after loading: must travel itself, not be re-read
     handle = share_graph(loaded)
-    assert handle.directory == str(tmp_path / "g")
     assert set(handle.mapped) == {"indptr", "indices", "y", "train_idx"}
+    assert {Path(where.path) for where in handle.mapped.values()} == {tmp_path / "g" / "graph.pt"}
     assert set(handle.shared) == {"x"} and handle.shared["x"].is_shared()
     opened = handle.open()
     for name in ("indptr", "indices", "x", "y", "train_idx"):
         assert torch.equal(getattr(opened, name), getattr(loaded, name)), name
     in_memory = share_graph(feature_graph())
-    assert in_memory.directory is None and in_memory.mapped == ()
+    assert in_memory.mapped == {}
     assert all(t.is_shared() for t in in_memory.shared.values())
 
 
@@ -163,7 +164,7 @@ def test_pace_controller_holds_a_fast_loader_back_for_a_slow_trainer(pipeline):
 
 def test_async_batches_equal_serial_batches(pipeline):
     graph, source, serial = pipeline
-    assert source.graph.directory is not None  # the stages re-mapped the saved file
+    assert source.graph.mapped and not source.graph.shared  # the stages re-mapped the saved file
     for epoch in (1, 2):
         seeds = epoch_seed_batches(graph.train_idx, 32, run_seed=0, epoch=epoch)
         n = assert_same_batches(source.run(seeds, 100 + epoch), serial.run(seeds, 100 + epoch))

@@ -42,6 +42,7 @@ from torch import Tensor
 from conveyor.core import ConveyorError
 from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
+from conveyor.partition.graph import max_gap
 from conveyor.samplers import fused_kernel
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
@@ -124,7 +125,7 @@ class FusedSampler:
             raise ConveyorError(f"the fused sampler supports graphs below {MAX_NODES:,} nodes, this one has "
                                 f"{self.num_nodes:,}; use sampler=bsp.")
         self.num_edges = graph.num_edges
-        max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        max_degree = max_gap(graph.indptr)  # a chunk at a time: no node-long copy
         self.fanouts = cap_fanouts(self.fanouts, max_degree)  # the same sample; fits the int32 fanouts_dev
         # A task never draws more than min(fanout, its degree) neighbours.
         self.picks = [min(f, max_degree) for f in self.fanouts]
@@ -406,13 +407,18 @@ class FusedSampler:
                             [empty for _ in self.fanouts])
 
 
-def has_parallel_edges(graph: Graph) -> bool:
+def has_parallel_edges(graph: Graph, chunk: int = 1 << 24) -> bool:
     """Whether some node has two in-edges from the same source (a graph built with dedup=False):
-    CSC rows are sorted by source, so they sit side by side within a row."""
-    same = graph.indices[1:] == graph.indices[:-1]  # positions p and p + 1 share a source
-    starts = graph.indptr[1:-1]
-    same[starts[(starts > 0) & (starts < graph.num_edges)] - 1] = False  # p + 1 opens another row
-    return bool(same.any())
+    CSC rows are sorted by source, so they sit side by side within a row. A chunk of positions at
+    a time: no edge-long temporary for a memory-mapped graph."""
+    for start in range(0, max(graph.num_edges - 1, 0), chunk):
+        stop = min(start + chunk, graph.num_edges - 1)
+        same = graph.indices[start + 1:stop + 1] == graph.indices[start:stop]  # positions p and p + 1
+        first, last = (int(torch.searchsorted(graph.indptr, v, right=r)) for v, r in ((start + 1, False), (stop, True)))
+        same[graph.indptr[first:last] - 1 - start] = False  # p + 1 opens another row
+        if bool(same.any()):
+            return True
+    return False
 
 
 def canonical_order(batch: SampledBatch, num_nodes: int, parallel_edges: bool = False) -> SampledBatch:
