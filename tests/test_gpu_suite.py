@@ -380,17 +380,18 @@ def test_the_two_calls_of_a_chance_fit_its_device_time():
     assert used <= device.CHANCE_S == 15 * 60
 
 
-def test_a_child_cut_at_its_steps_end_is_partial_with_what_it_wrote(tmp_path):
+def test_a_child_cut_at_its_steps_end_is_partial_with_what_it_wrote(tmp_path, slowness):
     """A child that ignores SIGTERM is killed by the step's end, and its pytest lines make the step
     partial, not failed; one FAILED line makes it failed."""
     ctx = Context("cpu", True, "cpu-tiny", tmp_path, tmp_path, command="check")
-    ctx.step_deadline = time.monotonic() + 10  # the child gets 10 s less the TERM-to-KILL grace
+    step_s = 5 + 5 * slowness  # the child gets this less the TERM-to-KILL grace: time to start and print
+    ctx.step_deadline = time.monotonic() + step_s
     code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
             "for i in range(118): print(f'tests/test_x.py::test_{i} PASSED')\n"
             "print('tests/test_x.py::test_wait', flush=True); time.sleep(600)")
     start = time.monotonic()
     outcome = common.run_logged(ctx, "pytest", [sys.executable, "-c", code], quiet=True)
-    assert outcome.cut and time.monotonic() - start < 10 + 5  # TERM at 5 s, KILL 5 s later
+    assert outcome.cut and time.monotonic() - start < step_s + 5  # TERM by the step's end less 5 s, KILL 5 s later
     result = judge_pytest({**verbose_counts(outcome.output)}, outcome)
     assert result["status"] == "partial" and result["reason"] == "partial: 118 passed, 0 failed, stopped at its limit"
     failing = verbose_counts(outcome.output + "tests/test_x.py::test_bad FAILED\n")

@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 
 from benchmarks.gpu import kernel_cache
 from benchmarks.gpu.common import (
+    GRACE_S,
     REPO,
     Context,
     capture,
@@ -98,11 +99,12 @@ def env(ctx: Context) -> dict:
 
 
 def smoke(ctx: Context) -> dict:
-    """benchmarks/gpu/smoke.py alone, killed at the step's end (60 s at the documented timeout):
-    the uniform kernel for 1 and 8 batches and the weighted one for 1. A run killed while a launch
-    was in flight hung: failed, and the later steps leave the fused kernel alone (and say so); one
-    killed while compiling is partial (its checked variants count)."""
-    limit = ctx.limit()
+    """benchmarks/gpu/smoke.py alone, killed at its own allotment (60 s at the documented timeout,
+    no slack: a hang costs no more): the uniform kernel for 1 and 8 batches and the weighted one
+    for 1. A run killed while a launch was in flight hung: failed, and the later steps leave the
+    fused kernel alone (and say so); one killed while compiling is partial (its checked variants
+    count)."""
+    limit = ctx.limit(ctx.step_allotment_s - GRACE_S)
     variants = "1,w1,2" if ctx.tiny else "1,w1,8"
     cmd = module("benchmarks.gpu.smoke", "--device", ctx.device, "--batches", variants,
                  "--stop-after", f"{0.6 * limit:.0f}", *(["--tiny"] if ctx.tiny else []))

@@ -50,6 +50,7 @@ class Context:
     started: float = field(default_factory=time.monotonic)
     step_deadline: float | None = None  # (monotonic) when the step that runs now must be done
     step_limit_s: float = 0.0  # that step's time: its allotment and what earlier steps left
+    step_allotment_s: float = 0.0  # its own allotment alone (smoke's hard limit)
     fused_ok: bool = True  # False once the fused kernel failed: later steps leave it alone
     logs: list = field(default_factory=list)  # the logs of the step that runs now
     child: subprocess.Popen | None = None  # the child that runs now (SIGTERM ends it too)

@@ -4,22 +4,28 @@ moment it ends (benchmarks/gpu/README.md says how to run it on such a machine).
 
 Here, with a package index, once (the folder is git-ignored; it travels in the call's `carry`):
 
-    python -m benchmarks.gpu.device --prepare [DIR]     # default DIR: .gpu-wheels/ (< 60 MiB)
+    python -m benchmarks.gpu.device --prepare [DIR]     # default DIR: .gpu-wheels/ (< 60 MiB): the
+        # wheels the image lacks, the tests' Planetoid files, the kernel's Triton cache for sm_90
 
-There, in the repository root, in this order:
+There, in the repository root, in this order (a chance: the machine's start, then 1 and 2 at once):
 
-    python3 -m benchmarks.gpu.device check --timeout 480  # correctness, <= 420 s: env, the fused
-        # kernel's smoke launch (60 s hard limit), pytest -m gpu, a short stress run,
-        # compute-sanitizer synccheck and memcheck on the fused kernel, racecheck if time is left
-    python3 -m benchmarks.gpu.device speed --timeout 360  # figures, <= 300 s: the products-scale
-        # graph, fused against bsp sampling, one epoch of launch.py with each, the cache
-        # benchmark, the pipeline with and without MPS if time is left
-    python3 -m benchmarks.gpu.device pyg --timeout 600    # optional: PyG's rows (needs torch_sparse)
-    python3 -m benchmarks.gpu.device next --timeout 600   # whichever of the three is due (plan.py)
+    python3 -m benchmarks.gpu.device check --timeout 420   # correctness, 390 s: env, the fused kernel's
+        # smoke launch (uniform and weighted, alone, 60 s), pytest -m gpu (weighted and pipeline
+        # tests first), a short stress run, compute-sanitizer synccheck and memcheck, racecheck on
+        # what is left
+    python3 -m benchmarks.gpu.device speed --timeout 330   # the headline pair, 300 s: the products-scale
+        # graph, fused against bsp sampling, one epoch of launch.py with each
+    python3 -m benchmarks.gpu.device speed2 --timeout 330  # later: the cache benchmark, the pipeline
+        # with and without MPS
+    python3 -m benchmarks.gpu.device pyg --timeout 600     # later: PyG's rows (needs torch_sparse)
+    python3 -m benchmarks.gpu.device next --timeout 600    # whichever is due (plan.py)
 
---timeout is the limit the command runs under on the machine (after it, it is killed); the budget
-of work is --budget (default: the timeout less 60 s, at most the command's own cap). Results go
-to benchmarks/results/<gpu>/<command>/ and into $OUT (or --out): <command>.json,
+--timeout is the limit the command runs under on the machine (after it, it is killed; default:
+the command's own above); the budget of work is --budget (default: the timeout less 30 s). Each
+step has a limit (COMMANDS), the limits add up to the budget at the documented timeout and are
+scaled to any other; a step may also use what the steps before it left, and its children are
+stopped (TERM, then KILL) by its end: one cut there makes the step `partial`, not `failed`.
+Results go to benchmarks/results/<gpu>/<command>/ and into $OUT (or --out): <command>.json,
 <command>.tar.gz, summary.md, rewritten as each step ends. `summary` remakes the table from what
 is under benchmarks/results/<gpu>/.
 
@@ -163,7 +169,8 @@ def run_command(ctx: Context, out: Path | None, timeout_s: float) -> int:
     print(f"{ctx.command} on {ctx.label} ({ctx.device}{', tiny' if ctx.tiny else ''}), commit {ctx.commit}, fused "
           f"source {str(source['sha256'])[:12]}, budget {ctx.budget_s:.0f} s (call timeout {timeout_s:.0f} s); "
           f"results in {rel(ctx.folder)}, files in {out or 'no $OUT'}")
-    outbox = Outbox(ctx, out, timeout_s=timeout_s, fused_source=source)
+    limits = {step.name: round(s, 1) for step, s in zip(COMMANDS[ctx.command], allotments(ctx.command, ctx.budget_s))}
+    outbox = Outbox(ctx, out, timeout_s=timeout_s, fused_source=source, step_limits_s=limits)
     outbox.flush()  # from the first second, the call returns a record of where it stands
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
@@ -191,11 +198,11 @@ def sigterm_held():
 def run_steps(ctx: Context, outbox: Outbox) -> dict | None:
     """Every step in turn, each recorded (and sent to $OUT) as it ends; None when stopped."""
     results: dict = {}
-    ends = list(itertools.accumulate(allotments(ctx.command, ctx.budget_s)))
-    for step, end in zip(COMMANDS[ctx.command], ends):
+    allotted = allotments(ctx.command, ctx.budget_s)
+    for step, allotment, end in zip(COMMANDS[ctx.command], allotted, itertools.accumulate(allotted)):
         ctx.logs = []
         ctx.step_deadline = ctx.started + end  # its own time, and what the steps before left
-        ctx.step_limit_s = ctx.step_left()
+        ctx.step_limit_s, ctx.step_allotment_s = ctx.step_left(), allotment
         try:
             result = run_step(ctx, step, results)
             with sigterm_held():

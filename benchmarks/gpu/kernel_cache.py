@@ -72,24 +72,50 @@ def stand_in(arg) -> dict | int:
     return {"dtype": str(arg.dtype).removeprefix("torch."), "aligned": arg.data_ptr() % 16 == 0}
 
 
+def variant_key(entry: dict) -> str:
+    """What Triton compiles a variant by: the constexprs, the tensors' dtypes and alignment, and
+    each integer's width (every integer argument is in do_not_specialize: its value is not)."""
+    kinds = [("i32" if -2**31 <= a < 2**31 else "i64") if isinstance(a, int) else a for a in entry["args"]]
+    return json.dumps([kinds, entry["meta"]], sort_keys=True)
+
+
+def distinct(entries: list[dict]) -> list[dict]:
+    found: dict[str, dict] = {}
+    for entry in entries:
+        found.setdefault(variant_key(entry), entry)
+    return list(found.values())
+
+
 def spec() -> list[dict]:
     """Each distinct variant's launch, as `FusedSampler.sample_many` binds it (no launch)."""
     import torch
 
     from conveyor.samplers.fused_compile import _Binding
-    entries, seen = [], set()
+    entries = []
     for label, graph, fanouts, counts, weight in variants():
         sampler = _Binding(graph, list(fanouts), seed=0, weight_attr=weight)
         for count in counts:
             sizes = [1] * count
             seeds = [torch.zeros(1, dtype=torch.long)] * count
             args, meta = sampler._launch_args(sampler._capacities(sizes), *sampler._upload(seeds, sizes), count, 0)
-            entry = {"label": f"{label} x{count}", "args": [stand_in(a) for a in args], "meta": meta}
-            key = json.dumps([entry["args"], meta], sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                entries.append(entry)
-    return entries
+            entries.append({"label": f"{label} x{count}", "args": [stand_in(a) for a in args], "meta": meta})
+    return distinct(entries)
+
+
+def test_variants(out: Path) -> list[dict]:
+    """The variants `pytest -m gpu` launches: the fused sampler's CPU tests (the same tests, with
+    device="cpu"), run under the interpreter with record_variants.py recording each launch as a
+    GPU binds it. Their outcome does not matter here, only their launches."""
+    import subprocess
+
+    from benchmarks.gpu.checks import gpu_test_modules
+    env = {**os.environ, "TRITON_INTERPRET": "1", "GPU_SUITE_VARIANTS": str(out), "PYTHONPATH": str(REPO)}
+    modules = [m for m in gpu_test_modules() if "build_sampler(\"fused\"" in (REPO / m).read_text()
+               or "FusedSampler(" in (REPO / m).read_text()]  # those that launch the kernel themselves
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                    "benchmarks.gpu.record_variants", "-m", "not gpu", *modules],
+                   cwd=REPO, env=env, capture_output=True, timeout=3600)
+    return json.loads(out.read_text()) if out.exists() else []
 
 
 # -- with the target's Triton (no torch needed): compile, and the key ---------------------------
@@ -309,7 +335,7 @@ def build_archive(out: Path, scratch: Path) -> tuple[dict | None, str | None]:
         return None, site if isinstance(site, str) else "no Python 3.12 to run the GPU image's Triton with"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     spec_file, cache = scratch / "spec.json", scratch / "triton-cache"
-    steps = [[sys.executable, "-m", "benchmarks.gpu.kernel_cache", "spec", "--out", str(spec_file)],
+    steps = [[sys.executable, "-m", "benchmarks.gpu.kernel_cache", "spec", "--tests", "--out", str(spec_file)],
              [python, "-m", "benchmarks.gpu.kernel_cache", "compile", "--spec", str(spec_file), "--cache", str(cache)]]
     for cmd, paths in zip(steps, ([str(REPO)], [str(site), str(REPO)])):
         proc = subprocess.run(cmd, cwd=REPO, env={**env, "PYTHONPATH": os.pathsep.join(paths)}, capture_output=True,
@@ -328,7 +354,9 @@ def build_archive(out: Path, scratch: Path) -> tuple[dict | None, str | None]:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
-    sub.add_parser("spec").add_argument("--out", type=Path, required=True)
+    spec_ = sub.add_parser("spec")
+    spec_.add_argument("--out", type=Path, required=True)
+    spec_.add_argument("--tests", action="store_true", help="also the variants the GPU tests launch")
     comp = sub.add_parser("compile")
     comp.add_argument("--spec", type=Path, required=True)
     comp.add_argument("--cache", type=Path, required=True)
@@ -340,7 +368,8 @@ def main(argv=None) -> None:
     sub.add_parser("key").add_argument("--arch", type=int, default=None)
     args = p.parse_args(argv)
     if args.what == "spec":
-        args.out.write_text(json.dumps(spec()))
+        recorded = test_variants(args.out.with_name("test-variants.json")) if args.tests else []
+        args.out.write_text(json.dumps(distinct(spec() + recorded)))
     elif args.what == "compile-one":
         print(json.dumps({"hash": compile_one(json.loads(args.entry.read_text()), args.cache, args.arch)}))
     elif args.what == "compile":
