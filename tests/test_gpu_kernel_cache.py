@@ -106,6 +106,8 @@ def test_a_failed_key_probe_or_nothing_carried_compiles_there(tmp_path):
     assert kernel_cache.decide(None, tmp_path, KEY, tmp_path / "cache")["status"] == "compiled here"
 
 
-def test_on_cpu_the_cache_is_not_used(tmp_path):
+def test_on_cpu_the_cache_is_not_used_but_its_probe_runs(tmp_path):
     ctx = Context("cpu", True, "cpu-tiny", tmp_path, tmp_path)
-    assert kernel_cache.use(ctx)["status"] == "not used" and "TRITON_CACHE_DIR" not in ctx.env()
+    decision = kernel_cache.use(ctx)
+    assert decision["status"] == "not used" and "TRITON_CACHE_DIR" not in ctx.env()
+    assert set(decision["device_key"]) == set(kernel_cache.KEY_FIELDS) and decision["device_key"]["capability"] == 90

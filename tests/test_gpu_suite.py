@@ -138,7 +138,8 @@ def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
     assert install_["installed"] == ["gpu_suite_probe"] and install_["modules"]["hydra"]  # the carried wheel
     assert list(install_["refused"]) == ["gpu_suite_optional"] and "gpu_suite_optional" in install_["note"]
     assert speed["env"]["install"]["note"].startswith("no .gpu-wheels/manifest.json")
-    assert check["env"]["triton_cache"]["status"] == "not used"  # the interpreter runs the kernel on CPU
+    cache = check["env"]["triton_cache"]
+    assert cache["status"] == "not used" and cache["device_key"]["capability"] == 90  # the probe ran; no cache on CPU
     smoke = [(v["weighted"], v["batches"]) for v in check["smoke"]["variants"]]
     assert smoke == [(False, 1), (True, 1), (False, 2)]  # the weighted kernel launched alone, under the limit
     tests = check["tests_gpu"]

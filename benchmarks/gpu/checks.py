@@ -110,7 +110,7 @@ def smoke(ctx: Context) -> dict:
                  "--stop-after", f"{0.6 * limit:.0f}", *(["--tiny"] if ctx.tiny else []))
     outcome = run_logged(ctx, "smoke", cmd, limit)
     last = last_json(outcome.output) or {}
-    result = {"command": show(cmd), "rc": outcome.rc, **last}
+    result = {"command": show(cmd), "rc": outcome.rc, "hard_limit_s": round(limit), **last}
     if outcome.ok and last.get("ok"):
         return {**result, "status": "passed"}
     checked = [line for line in outcome.output.splitlines() if line.startswith('{"stage": "checked"')]

@@ -85,8 +85,8 @@ class Step:
 # Each command's steps, in order: what matters most first. A step may use its own time and what
 # the steps before it left; its children are stopped (TERM, then KILL) by its end.
 COMMANDS = {
-    "check": [Step("env", checks.env, 25, needs=()), Step("smoke", checks.smoke, 60),
-              Step("tests_gpu", checks.tests_gpu, 170), Step("stress", checks.stress, 45, needs=("env", "smoke")),
+    "check": [Step("env", checks.env, 30, needs=()), Step("smoke", checks.smoke, 60),
+              Step("tests_gpu", checks.tests_gpu, 165), Step("stress", checks.stress, 45, needs=("env", "smoke")),
               Step("sanitize", checks.sanitize, 90),
               Step("racecheck", checks.racecheck, 0, needs=("env", "smoke"), optional=True, least_s=40)],
     "speed": [Step("env", checks.env, 20, needs=()), Step("graph", measure.graph, 100),

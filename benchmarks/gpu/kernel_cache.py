@@ -253,10 +253,12 @@ def carried(wheels: Path) -> dict | None:
 def use(ctx: Context) -> dict:
     """The `env` step's decision: the carried cache where its key matches this machine, else the
     kernels compile into an empty one here; a summary saying which."""
-    if not ctx.cuda:
-        return {"status": "not used", "summary": "no CUDA device: the kernel runs under Triton's interpreter"}
-    here = python_json(ctx, "import json; from benchmarks.gpu.kernel_cache import key; print(json.dumps(key()))",
-                       timeout=min(60, ctx.step_left() / 2))
+    code = ("import json, sys; from benchmarks.gpu.kernel_cache import ARCH, key; "
+            "print(json.dumps(key(None if sys.argv[1] == 'cuda' else ARCH)))")  # on CPU: the key for sm_90
+    here = python_json(ctx, code, ctx.device, timeout=min(60, ctx.step_left() / 2))
+    if not ctx.cuda:  # the probe's command line ran; the interpreter needs no cache
+        return {"status": "not used", "device_key": here,
+                "summary": "no CUDA device: the kernel runs under Triton's interpreter"}
     return decide(carried(ctx.wheels), ctx.wheels, here, TRITON_CACHE)
 
 

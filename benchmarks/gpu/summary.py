@@ -62,7 +62,7 @@ def check_rows(steps: dict) -> list[tuple[str, str]]:
     call_ms = s.get("call_ms") or {}
     tools = {**(sanitize.get("tools") or {}), **(race.get("tools") or {})}
     return [
-        (f"fused kernel smoke launch, uniform and weighted ({fmt(smoke.get('limit_s'), '.0f')} s hard limit)",
+        (f"fused kernel smoke launch, uniform and weighted ({fmt(smoke.get('hard_limit_s'), '.0f')} s hard limit)",
          f"{smoke.get('status', 'not run')}; {variants or smoke.get('reason', '')}"),
         ("pytest -m gpu on the GPU test modules, weighted and pipeline first (the CPU dry run: CPU tests)",
          f"{tests.get('passed', NA)} passed, {tests.get('failed', NA)} failed, {tests.get('errors', NA)} errors, "
