@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.gpu import kernel_cache
 from benchmarks.gpu.common import Context
+from conveyor.samplers import fused
 from tests.helpers import REPO
 
 LAUNCH_PATH = r"""
@@ -111,3 +112,20 @@ def test_on_cpu_the_cache_is_not_used_but_its_probe_runs(tmp_path):
     decision = kernel_cache.use(ctx)
     assert decision["status"] == "not used" and "TRITON_CACHE_DIR" not in ctx.env()
     assert set(decision["device_key"]) == set(kernel_cache.KEY_FIELDS) and decision["device_key"]["capability"] == 90
+
+
+def test_the_gpu_tests_variants_are_recorded_as_a_gpu_binds_them(tmp_path):
+    """record_variants.py, while a fused CPU test runs under the interpreter, records its launches
+    with the compiled kernel's constexprs (the GPU test of the same name launches those)."""
+    out = tmp_path / "variants.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "GPU_SUITE_VARIANTS": str(out)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "benchmarks.gpu.record_variants", "-m", "not gpu", "tests/test_fused_sampler.py", "-k",
+                           "test_a_fanout_of_0_draws_nothing_at_that_hop"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    recorded = json.loads(out.read_text())
+    assert sorted(e["meta"]["WEIGHTED"] for e in recorded) == [False, True]  # the test's two kernels, once each
+    for entry in recorded:
+        assert entry["meta"]["L"] == 3 and entry["meta"]["maxnreg"] == fused.MAX_REGISTERS  # not interpreted
+        assert all(a["aligned"] for a in entry["args"] if isinstance(a, dict))  # as a launch binds them
