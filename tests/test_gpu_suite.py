@@ -145,7 +145,6 @@ def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
     tests = check["tests_gpu"]
     assert tests["passed"] > 0 and tests["failed"] == 0 and "--timeout-method thread" in tests["command"]
     assert "-p benchmarks.gpu.pytest_order" in tests["command"] and tests["order"]["weighted"] > 0
-    assert all("weight" in name for name in tests["order"]["first"])  # the weighted tests first
     stress = check["stress"]["stress"]
     assert stress["calls"] == 3 and stress["launches"] >= 3 and stress["failures"] == []
     assert stress["checked_batches"] >= 3 and stress["replays"] == 1 and stress["overflow_reruns"] > 0
@@ -166,6 +165,21 @@ def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
     assert f"bsp {speed['sampling']['bsp_ms']:.2f}" in summary and f"{speed2['cache']['hit_ratio']:.3f}" in summary
     assert f"{stress['calls']} calls" in summary and f"{pyg['e2e_pyg']['epoch_s']:.2f}" in summary
     assert "No step failed." in summary and "Not here yet" not in summary
+
+
+def test_the_gpu_tests_run_weighted_first_then_the_pipeline():
+    """tests_gpu's order (benchmarks/gpu/pytest_order.py), as pytest collects `-m gpu`."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p",
+                           "benchmarks.gpu.pytest_order", "-m", "gpu", "tests/test_fused_sampler.py",
+                           "tests/test_gpu_pipeline.py"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    ids = [line for line in proc.stdout.splitlines() if line.startswith("tests/")]
+    order = json.loads(next(line for line in proc.stdout.splitlines() if "gpu_suite_order" in line))["gpu_suite_order"]
+    weighted, pipeline = ids[:order["weighted"]], ids[order["weighted"]: order["weighted"] + order["pipeline"]]
+    assert order["weighted"] >= 5 and order["pipeline"] == 2
+    assert len(ids) == order["weighted"] + order["pipeline"] + order["other"]
+    assert all("weight" in i or "-w" in i or "[w-" in i or "variants_a_gpu_compiles" in i for i in weighted), weighted
+    assert all(i.startswith("tests/test_gpu_pipeline.py::") for i in pipeline)
+    assert not any("weight" in i or "[w-" in i or "pipeline" in i for i in ids[len(weighted) + len(pipeline):])
 
 
 def test_next_runs_what_is_due(calls, tmp_path):

@@ -3,8 +3,9 @@ weighted kernel's tests run first, then the CUDA-IPC pipeline's (tests/test_gpu_
 the rest, each group in its usual order. The step is cut at its time limit; what it never reaches
 is then the uniform kernel's tests, which smoke, stress and sanitize launch as well.
 
-A test is the weighted kernel's when it draws with weight_attr: its parameters name a weight
-attribute, or its name or source speaks of one. It prints the order as one JSON line.
+A test is the weighted kernel's when it draws with weight_attr: its parameters say so (a
+`weight_attr` that is not None, or `weighted` true), or, unparametrised by it, its name or source
+speaks of one. It prints the order as one JSON line.
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _source(item) -> str:
 
 def rank(item) -> int:
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if "weight_attr" in params:  # parametrised over weighting: only its weighted cases
-        return WEIGHTED if params["weight_attr"] is not None else OTHER
+    if "weight_attr" in params or "weighted" in params:  # parametrised over weighting: its weighted cases
+        return WEIGHTED if params.get("weight_attr") is not None or params.get("weighted") else OTHER
     if "weight" in item.name or "weight_attr" in _source(item):
         return WEIGHTED
     return PIPELINE if item.path.name == PIPELINE_MODULE else OTHER
