@@ -1,8 +1,11 @@
 """`check`'s steps, which prove rather than measure: `env` (every command's: the offline install,
-the modules the command needs, what machine this is), `smoke` (the fused kernel's first launches,
-alone, under a hard 60 s limit), `tests_gpu` (pytest -m gpu on the GPU test modules), `stress`
-(a short run of random super-batches), `sanitize` (compute-sanitizer synccheck and memcheck on
-the fused kernel) and `racecheck` (when time is left).
+the modules the command needs, what machine this is, the Triton compile cache), `smoke` (the
+fused kernel's first launches, the weighted variant's too, alone, under the step's hard limit),
+`tests_gpu` (pytest -m gpu on the GPU test modules, the weighted kernel's tests and the CUDA-IPC
+pipeline's first), `stress` (a short run of random super-batches, weighted ones among them),
+`sanitize` (compute-sanitizer synccheck and memcheck on both kernels) and `racecheck` (on what
+the earlier steps left). Each child runs within its step's time: one cut by it makes the step
+`partial` (what it finished, nothing failed), never `failed`.
 
 On CPU (the dry run) every command line is executed as on a GPU: the sanitizer's through
 benchmarks/gpu/sanitizer_standin.py, which accepts compute-sanitizer's options and runs the target
@@ -14,13 +17,16 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 
+from benchmarks.gpu import kernel_cache
 from benchmarks.gpu.common import (
+    GRACE_S,
     REPO,
     Context,
     capture,
     failed,
     last_json,
     module,
+    partial,
     python_json,
     read_json,
     rel,
@@ -29,11 +35,10 @@ from benchmarks.gpu.common import (
 )
 from benchmarks.gpu.install import install
 
-SMOKE_LIMIT_S = 60  # hard: the kernel's first launch, before anything else touches it
-PYTEST_LIMIT_S, PYTEST_TEST_TIMEOUT_S = 120, 90
-STRESS_LIMIT_S, STRESS_CALLS_S = 75, 30  # the calls' seconds count after start-up (the compiles)
-SANITIZE_LIMITS = {"plain": 45, "synccheck": 60, "memcheck": 75, "racecheck": 75}
+PYTEST_TEST_TIMEOUT_S = 90
+STRESS_CALLS_S = 30  # the calls' seconds count after start-up (the compiles), within the step's time
 QUICK_TESTS = ["-m", "not gpu and not slow", "tests/test_bsp_sampler.py"]  # the dry run's: CPU tests, quick
+ORDER_PLUGIN = "benchmarks.gpu.pytest_order"  # the weighted kernel's tests first, then the pipeline's
 
 ENV_CODE = r"""
 import importlib.metadata as md, json, os, platform, sys, torch
@@ -65,11 +70,13 @@ print(json.dumps(info))
 
 
 def env(ctx: Context) -> dict:
-    """The offline install, then what this machine is; failed when a module the command needs is
-    missing, torch does not start, --device cuda sees no GPU, or (`pyg`) PyG cannot sample."""
+    """The offline install, then what this machine is, then the Triton compile cache (the carried
+    one where its key matches this machine); failed when a module the command needs is missing,
+    torch does not start, --device cuda sees no GPU, or (`pyg`) PyG cannot sample."""
     result = {"install": install(ctx)}
-    info = python_json(ctx, ENV_CODE, ctx.command)
-    smi = capture(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader"])
+    info = python_json(ctx, ENV_CODE, ctx.command, timeout=ctx.step_left() - 10)  # the rest: smi, cache key
+    smi = capture(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader"],
+                  timeout=min(15, ctx.limit()))
     tools = {name: shutil.which(name) for name in ("nvidia-smi", "nvidia-cuda-mps-control", "compute-sanitizer")}
     result.update(python=info, nvidia_smi=smi.strip() if smi else None, tools=tools)
     gpu = info.get("gpu", {})
@@ -86,19 +93,31 @@ def env(ctx: Context) -> dict:
     if ctx.command == "pyg" and not info.get("pyg_sampling"):
         return failed(result, "PyG cannot sample neighbours: torch_sparse is there but does not load into this "
                       f"torch, so the PyG rows cannot run: {info.get('pyg_warnings')}")
+    result["triton_cache"] = kernel_cache.use(ctx)
+    print(f"Triton cache: {result['triton_cache']['summary']}")
     return {**result, "status": "passed"}
 
 
 def smoke(ctx: Context) -> dict:
-    """benchmarks/gpu/smoke.py alone, killed at 60 s: if it fails, the later steps leave the
-    fused kernel alone (and say so)."""
-    cmd = module("benchmarks.gpu.smoke", "--device", ctx.device, "--batches", "1,2" if ctx.tiny else "1,8")
-    cmd += ["--tiny"] if ctx.tiny else []
-    outcome = run_logged(ctx, "smoke", cmd, SMOKE_LIMIT_S)
+    """benchmarks/gpu/smoke.py alone, killed at its own allotment (60 s at the documented timeout,
+    no slack: a hang costs no more): the uniform kernel for 1 and 8 batches and the weighted one
+    for 1. A run killed while a launch was in flight hung: failed, and the later steps leave the
+    fused kernel alone (and say so); one killed while compiling is partial (its checked variants
+    count)."""
+    limit = ctx.limit(ctx.step_allotment_s - GRACE_S)
+    variants = "1,w1,2" if ctx.tiny else "1,w1,8"
+    cmd = module("benchmarks.gpu.smoke", "--device", ctx.device, "--batches", variants,
+                 "--stop-after", f"{0.6 * limit:.0f}", *(["--tiny"] if ctx.tiny else []))
+    outcome = run_logged(ctx, "smoke", cmd, limit)
     last = last_json(outcome.output) or {}
-    result = {"command": show(cmd), "rc": outcome.rc, **last}
+    result = {"command": show(cmd), "rc": outcome.rc, "hard_limit_s": round(limit), **last}
     if outcome.ok and last.get("ok"):
         return {**result, "status": "passed"}
+    checked = [line for line in outcome.output.splitlines() if line.startswith('{"stage": "checked"')]
+    if outcome.cut and last.get("stage") != "launching":
+        ctx.fused_ok = bool(checked)
+        done = partial(result, f"{len(checked)} variants passed (the rest still compiling)")
+        return {**done, "usable": bool(checked)}
     ctx.fused_ok = False
     where = f"; it got as far as {json.dumps(last)}" if last else ""
     return failed(result, f"the fused kernel's smoke launch {outcome.describe()}{where}; the later steps leave "
@@ -114,28 +133,42 @@ def gpu_test_modules() -> list[str]:
 
 
 def tests_gpu(ctx: Context) -> dict:
-    """pytest -m gpu on the GPU test modules; a hung test ends pytest by the thread method (a
-    signal cannot interrupt a thread blocked in a CUDA sync). The dry run: quick CPU tests."""
+    """pytest -m gpu on the GPU test modules, the weighted kernel's tests first, then the CUDA-IPC
+    pipeline's (benchmarks/gpu/pytest_order.py); a hung test ends pytest by the thread method (a
+    signal cannot interrupt a thread blocked in a CUDA sync). Cut at the step's end: partial, with
+    what passed. The dry run: quick CPU tests, in the same order."""
     xml = ctx.folder / "logs" / "pytest.xml"
     select = QUICK_TESTS if ctx.tiny else ["-m", "gpu", *gpu_test_modules()]
     deselect = [] if ctx.fused_ok else ["-k", "not fused"]
-    cmd = module("pytest", "-v", "-rfE", "-p", "no:cacheprovider", "--timeout", str(PYTEST_TEST_TIMEOUT_S),
-                 "--timeout-method", "thread", f"--junitxml={xml}", *deselect, *select)
-    outcome = run_logged(ctx, "pytest", cmd, PYTEST_LIMIT_S, quiet=True)
-    counts = junit_counts(xml) if xml.exists() else verbose_counts(outcome.output)
+    cmd = module("pytest", "-v", "-rfE", "-p", "no:cacheprovider", "-p", ORDER_PLUGIN, "--timeout",
+                 str(PYTEST_TEST_TIMEOUT_S), "--timeout-method", "thread", f"--junitxml={xml}", *deselect, *select)
+    outcome = run_logged(ctx, "pytest", cmd, quiet=True)
+    counts = junit_counts(xml) if xml.exists() and not outcome.cut else verbose_counts(outcome.output)
+    counts["order"] = plugin_order(outcome.output)  # what the plugin put first
     print(f"pytest: {counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors, "
-          f"{counts['skipped']} skipped in {outcome.seconds:.0f} s")
+          f"{counts['skipped']} skipped in {outcome.seconds:.0f} s{' (stopped at its limit)' if outcome.cut else ''}")
     result = {"command": show(cmd), "rc": outcome.rc, **counts}
     if not ctx.fused_ok:
         result["note"] = "fused tests deselected: the smoke launch failed"
     return judge_pytest(result, outcome)
 
 
+def plugin_order(output: str) -> dict:
+    """The order benchmarks/gpu/pytest_order.py gave the tests, as it printed it."""
+    for line in output.splitlines():
+        if line.startswith('{"gpu_suite_order"'):
+            return json.loads(line)["gpu_suite_order"]
+    return {}
+
+
 def judge_pytest(result: dict, outcome) -> dict:
-    """Passed only when tests ran and passed: 0 passed (nothing collected, all skipped) is a failure."""
-    if outcome.rc != 0 or result["failed"] or result["errors"]:
+    """Passed only when tests ran and passed: 0 passed (nothing collected, all skipped) is a
+    failure; cut at the limit with none failed: partial."""
+    if result["failed"] or result["errors"] or (outcome.rc != 0 and not outcome.cut):
         names = ", ".join(result["failures"][:10])
         return failed(result, f"pytest {outcome.describe()}" + (f": {names}" if names else ""))
+    if outcome.cut:
+        return partial(result, f"{result['passed']} passed")
     if result["passed"] == 0:
         return failed(result, f"no test ran ({result['skipped']} skipped): nothing was checked")
     return {**result, "status": "passed"}
@@ -165,23 +198,26 @@ def verbose_counts(output: str) -> dict:
 # -- stress ------------------------------------------------------------------------------------
 
 def stress(ctx: Context) -> dict:
-    """A short stress run: random super-batches, forced overflow reruns, 4x the resident programs,
-    a watchdog. Failed when it made no call."""
+    """A short stress run: random super-batches (weighted ones among them), forced overflow reruns,
+    4x the resident programs, a watchdog. Failed when it made no call or a check failed; partial
+    when the step's end cut it after some calls."""
     out = ctx.folder / "bench" / "stress.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    limit = ctx.limit(STRESS_LIMIT_S)
+    limit = ctx.limit()
     args = (["--tiny", "--calls", "3", "--max-seeds", "16", "--check-every", "1", "--replay-every", "2",
              "--batch-counts", "1,2,8"] if ctx.tiny else ["--batch-counts", "1,8,64"])
     cmd = module("benchmarks.gpu.stress", "--device", ctx.device, "--seconds", str(STRESS_CALLS_S),
-                 "--deadline-s", f"{limit - 5:.0f}", *args, "--out", str(out))
+                 "--deadline-s", f"{max(1, limit - 5):.0f}", *args, "--out", str(out))
     outcome = run_logged(ctx, "stress", cmd, limit)
     report = read_json(out) or {}
-    keys = ("status", "reason", "calls", "launches", "overflow_reruns", "batches", "launches_per_s", "call_ms",
-            "max_batches_per_call", "programs", "resident_programs", "checked_batches", "replays", "failures",
-            "seconds", "startup_s")
+    keys = ("status", "reason", "calls", "launches", "overflow_reruns", "batches", "weighted_calls",
+            "launches_per_s", "call_ms", "max_batches_per_call", "programs", "resident_programs", "checked_batches",
+            "replays", "failures", "seconds", "startup_s")
     result = {"command": show(cmd), "json": rel(out), "rc": outcome.rc, "stress": {k: report.get(k) for k in keys}}
     if outcome.ok and report.get("status") == "passed" and report.get("calls"):
         return {**result, "status": "passed"}
+    if outcome.cut and not report.get("failures") and report.get("status") not in ("stalled", "failed"):
+        return partial(result, f"{report.get('calls') or 0} calls passed")
     return failed(result, report.get("reason") or f"stress {outcome.describe()}")
 
 
@@ -193,19 +229,23 @@ def sanitizer(ctx: Context) -> list[str]:
 
 
 def sanitize(ctx: Context) -> dict:
-    """The target once plainly (compiles the kernels into Triton's cache, checks every result,
-    the cache's gathers too), then synccheck and memcheck over its fused launches."""
+    """The target once plainly (compiles both kernels into Triton's cache, checks every result,
+    the cache's gathers too), then synccheck and memcheck over its fused launches, uniform and
+    weighted; each within a share of the step's time."""
     target = module("benchmarks.gpu.sanitize_target", "--device", ctx.device, *(["--tiny"] if ctx.tiny else []))
     plain = run_logged(ctx, "sanitize_plain", target + ([] if ctx.fused_ok else ["--no-fused"]),
-                       SANITIZE_LIMITS["plain"])
+                       ctx.limit() / 3)
     result = {"target": target_result(plain), "commands": [show(target)]}
+    if plain.cut:
+        return partial(result, "the target, without a sanitizer, did not finish: 0 tools run")
     if not plain.ok:
         return failed(result, f"the target, without a sanitizer, {plain.describe()}")
     if not ctx.fused_ok:
         return {**result, "status": "not run", "reason": "the fused kernel's smoke launch failed: nothing to sanitize"}
     if ctx.cuda and not shutil.which("compute-sanitizer"):
         return failed(result, "compute-sanitizer is not installed")
-    tools = {tool: run_tool(ctx, tool, target, result) for tool in ("synccheck", "memcheck")}
+    tools = {"synccheck": run_tool(ctx, "synccheck", target, result, ctx.limit() / 2)}
+    tools["memcheck"] = run_tool(ctx, "memcheck", target, result, ctx.limit())
     return judge_tools({**result, "tools": tools}, ctx)
 
 
@@ -215,14 +255,15 @@ def racecheck(ctx: Context) -> dict:
     if ctx.cuda and not shutil.which("compute-sanitizer"):
         return failed({}, "compute-sanitizer is not installed")
     result = {"commands": []}
-    return judge_tools({**result, "tools": {"racecheck": run_tool(ctx, "racecheck", target, result)}}, ctx)
+    return judge_tools({**result, "tools": {"racecheck": run_tool(ctx, "racecheck", target, result, ctx.limit())}},
+                       ctx)
 
 
-def run_tool(ctx: Context, tool: str, target: list[str], result: dict) -> dict:
+def run_tool(ctx: Context, tool: str, target: list[str], result: dict, limit_s: float) -> dict:
     # The caching allocator hands out slices of big blocks, which would hide an overrun from
     # memcheck: with caching off every tensor is its own allocation.
     cmd = [*sanitizer(ctx), "--tool", tool, "--print-limit", "20", *target, "--quick"]
-    outcome = run_logged(ctx, f"sanitize_{tool}", cmd, SANITIZE_LIMITS[tool], quiet=True,
+    outcome = run_logged(ctx, f"sanitize_{tool}", cmd, limit_s, quiet=True,
                          env=ctx.env(PYTORCH_NO_CUDA_MEMORY_CACHING=1))
     result["commands"].append(show(cmd))
     found = tool_result(outcome)
@@ -231,11 +272,18 @@ def run_tool(ctx: Context, tool: str, target: list[str], result: dict) -> dict:
 
 
 def judge_tools(result: dict, ctx: Context) -> dict:
-    """Passed when every tool found 0 errors and its target checked its results; on CPU, where
-    nothing was sanitized, skipped when every command line ran and its target passed."""
-    bad = [t for t, r in result["tools"].items() if not r["target_ok"] or (ctx.cuda and r["errors"] != 0)]
+    """Passed when every tool found 0 errors and its target checked its results; partial when one
+    was stopped at its limit with no error reported; on CPU, where nothing was sanitized, skipped
+    when every command line ran and its target passed."""
+    tools = result["tools"]
+    bad = [t for t, r in tools.items() if (r["errors"] or 0) > 0 or (not r["target_ok"] and not r["cut"])
+           or (ctx.cuda and r["errors"] is None and not r["cut"])]
     if bad:
         return failed(result, "failed: " + ", ".join(bad))
+    cut = [t for t, r in tools.items() if r["cut"]]
+    if cut:
+        done = len(tools) - len(cut)
+        return partial(result, f"{done} tools passed ({', '.join(cut)} cut before its summary)")
     if not ctx.cuda:
         return {**result, "status": "skipped", "reason": "no CUDA device: compute-sanitizer checks CUDA kernels; "
                 "its command lines ran through a no-op stand-in and the targets checked their results"}
@@ -251,7 +299,7 @@ def tool_result(outcome) -> dict:
     hazards = re.findall(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)",
                          outcome.output)
     target = target_result(outcome)
-    info = {"rc": outcome.rc, "seconds": outcome.seconds, "log": rel(outcome.log),
+    info = {"rc": outcome.rc, "seconds": outcome.seconds, "log": rel(outcome.log), "cut": outcome.cut,
             "errors": int(errors[-1]) if errors else None, "target": target,
             "target_ok": bool(outcome.ok and target.get("ok"))}
     if hazards:

@@ -24,7 +24,8 @@ DATA_ROOT = CACHE / "data"  # the tests' data root too (tests/conftest.py): one 
 WORK = CACHE / "gpu-suite"  # what a command installs on its machine
 SITE = WORK / "site-packages"  # the prepared wheels, installed
 DEFAULT_WHEELS = REPO / ".gpu-wheels"  # --prepare's folder: git-ignored, carried with the tree
-RESERVE_S = 15  # kept back from every child for the records and the packing after it
+GRACE_S = 5  # between a child's SIGTERM and its SIGKILL: within its step's time, like the child's own limit
+TRITON_CACHE = WORK / "triton-cache"  # the kernels' compile cache: the carried one (kernel_cache.py), or a fresh one
 # A child in a process group of its own, in the driver's session: a time limit ends the whole group
 # (a benchmark's workers, a sanitizer's target), and when the device tool ends the call it ends the
 # session, so nothing of this call runs on into the next one on a machine still warm.
@@ -47,6 +48,9 @@ class Context:
     budget_s: float = 420.0
     commit: str = "unknown"
     started: float = field(default_factory=time.monotonic)
+    step_deadline: float | None = None  # (monotonic) when the step that runs now must be done
+    step_limit_s: float = 0.0  # that step's time: its allotment and what earlier steps left
+    step_allotment_s: float = 0.0  # its own allotment alone (smoke's hard limit)
     fused_ok: bool = True  # False once the fused kernel failed: later steps leave it alone
     logs: list = field(default_factory=list)  # the logs of the step that runs now
     child: subprocess.Popen | None = None  # the child that runs now (SIGTERM ends it too)
@@ -68,9 +72,16 @@ class Context:
         """Seconds left of the command's budget."""
         return self.budget_s - (time.monotonic() - self.started)
 
-    def limit(self, wanted: float) -> float:
-        """A child's time limit: what it asks for, within what the command has left."""
-        return max(1.0, min(wanted, self.left() - RESERVE_S))
+    def step_left(self) -> float:
+        """Seconds left of the step that runs now (its allotment and what earlier steps left)."""
+        deadline = self.step_deadline if self.step_deadline is not None else self.started + self.budget_s
+        return deadline - time.monotonic()
+
+    def limit(self, wanted: float | None = None) -> float:
+        """A child's time limit: what it asks for, within what its step has left, less the grace
+        between SIGTERM and SIGKILL (so the child is gone by the step's end)."""
+        room = self.step_left() - GRACE_S
+        return max(1.0, room if wanted is None else min(wanted, room))
 
     def env(self, **extra) -> dict:
         """The environment of a child: our offline installs first on the path, the repo's data
@@ -82,6 +93,8 @@ class Context:
         env["PYTHONUNBUFFERED"] = "1"  # a child killed at its limit has printed what it did
         if not self.cuda:
             env.setdefault("TRITON_INTERPRET", "1")
+        elif TRITON_CACHE.is_dir():  # the carried compile cache where its key matched, else a fresh one
+            env["TRITON_CACHE_DIR"] = str(TRITON_CACHE)
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
@@ -106,13 +119,29 @@ def gpu_name() -> str | None:
     return out.splitlines()[0].strip() if out else None
 
 
-def capture(cmd: list[str], timeout: float = 30, **kwargs) -> str | None:
-    """A command's stdout, or None if it is missing or fails."""
+def run_limited(cmd: list[str], limit_s: float, **kwargs) -> tuple[int | None, str, str]:
+    """(exit status, stdout, stderr) of a probe run in a process group of its own; past `limit_s`
+    the group gets SIGTERM, then SIGKILL (a probe blocked on a wedged GPU too): exit status None."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            **OWN_GROUP, **kwargs)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
-    except (OSError, subprocess.TimeoutExpired):
+        out, err = proc.communicate(timeout=max(0.1, limit_s))
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        return None, "", f"stopped at its {limit_s:.0f} s limit"
+    finally:
+        stop_group(proc)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+
+
+def capture(cmd: list[str], timeout: float = 30, **kwargs) -> str | None:
+    """A command's stdout, or None if it is missing, fails or outlasts `timeout` (TERM, then KILL)."""
+    try:
+        rc, out, _ = run_limited(cmd, timeout, **kwargs)
+    except OSError:
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    return out if rc == 0 else None
 
 
 @dataclass
@@ -127,17 +156,23 @@ class Outcome:
     def ok(self) -> bool:
         return self.rc == 0
 
+    @property
+    def cut(self) -> bool:
+        """Stopped at its time limit (not failed: what it did before counts)."""
+        return self.rc is None
+
     def describe(self) -> str:
         if self.rc is None:
             return f"killed at its {self.limit_s:.0f} s limit (log: {rel(self.log)})"
         return f"exit {self.rc} after {self.seconds:.0f} s (log: {rel(self.log)})"
 
 
-def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float, env: dict | None = None,
+def run_logged(ctx: Context, name: str, cmd: list[str], limit_s: float | None = None, env: dict | None = None,
                quiet: bool = False, title: str | None = None) -> Outcome:
     """Run `cmd` in the repo, its output to the console (unless `quiet`) and to
-    <folder>/logs/<name>.log; past `limit_s` (within the budget) its process group gets SIGTERM,
-    then SIGKILL: the stage processes of a pipeline, a benchmark's workers."""
+    <folder>/logs/<name>.log; past `limit_s` (default and at most: what its step has left) its
+    process group gets SIGTERM, then SIGKILL: the stage processes of a pipeline, a benchmark's
+    workers."""
     limit_s = ctx.limit(limit_s)
     log = ctx.folder / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -206,14 +241,14 @@ def read_json(path) -> dict | None:
 
 
 def python_json(ctx: Context, code: str, *args: str, timeout: float = 120) -> dict:
-    """Run a Python snippet that prints one JSON object as its last line; {"error": ...} if not."""
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=ctx.env(),
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    found = last_json(proc.stdout) if proc.returncode == 0 else None
-    return found if found is not None else {"error": (proc.stderr or proc.stdout).strip()[-2000:]}
+    """Run a Python snippet that prints one JSON object as its last line; {"error": ...} if not.
+    Within its step's time, TERM then KILL at the limit (a probe stuck on a wedged GPU)."""
+    limit = ctx.limit(timeout)
+    rc, out, err = run_limited([sys.executable, "-c", code, *args], limit, cwd=REPO, env=ctx.env())
+    if rc is None:
+        return {"error": f"timed out after {limit:.0f} s"}
+    found = last_json(out) if rc == 0 else None
+    return found if found is not None else {"error": (err or out).strip()[-2000:]}
 
 
 def find_commit(wheels: Path = DEFAULT_WHEELS) -> str:
@@ -258,3 +293,9 @@ def show(cmd: list[str]) -> str:
 
 def failed(result: dict, reason: str) -> dict:
     return {**result, "status": "failed", "reason": reason}
+
+
+def partial(result: dict, done: str) -> dict:
+    """A step cut by its time limit with nothing failed: what it finished counts, and `next`
+    runs its command again."""
+    return {**result, "status": "partial", "reason": f"partial: {done}, 0 failed, stopped at its limit"}

@@ -1,8 +1,10 @@
 """There, on the bare GPU machine: install from the prepared folder (.gpu-wheels/, carried with
 the tree) the wheels whose module is missing and that this command needs, into
-.cache/gpu-suite/site-packages (`pip --no-index`, seconds), which every child finds on its
-PYTHONPATH; unpack the tests' Planetoid files. Only `pyg` needs the compiled torch_scatter and
-torch_sparse: `check` and `speed` neither install nor ask for them."""
+.cache/gpu-suite/site-packages (`pip --no-index`, one wheel at a time, each under a TERM-then-KILL
+limit), which every child finds on its PYTHONPATH; unpack the tests' Planetoid files. A wheel of
+a module the command needs that pip refuses fails the step; an optional one (ogb, pymetis and
+their dependencies) is a note. Only `pyg` needs the compiled torch_scatter and torch_sparse:
+`check` and `speed` neither install nor ask for them."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,7 @@ BASE_MODULES = ["torch", "triton", "numpy", "scipy", "torch_geometric", "hydra",
 REQUIRED_MODULES = {
     "check": BASE_MODULES + ["pytest", "pytest_timeout"],  # pytest -m gpu with --timeout-method thread
     "speed": BASE_MODULES,
+    "speed2": BASE_MODULES,
     "pyg": BASE_MODULES + ["torch_scatter", "torch_sparse"],  # PyG's NeighborLoader samples with them
 }
 OPTIONAL_MODULES = ["ogb", "pymetis", "pynvml"]  # data=products, partition=metis, GPU utilisation
@@ -33,7 +36,7 @@ def importable(ctx: Context, modules: list[str]) -> dict[str, bool]:
     """Which modules a child process (with our paths) finds, without importing them."""
     code = ("import importlib.util, json, sys; print(json.dumps({m: importlib.util.find_spec(m) "
             "is not None for m in sys.argv[1:]}))")
-    out = capture([sys.executable, "-c", code, *modules], env=ctx.env())
+    out = capture([sys.executable, "-c", code, *modules], timeout=min(30, ctx.limit()), env=ctx.env())
     return json.loads(out) if out else {m: False for m in modules}
 
 
@@ -43,8 +46,9 @@ def wanted_wheels(ctx: Context, manifest: dict) -> list[dict]:
 
 
 def install(ctx: Context) -> dict:
-    """Install the prepared wheels whose module is missing; then every module the command needs
-    must be importable (the command stops here, naming what is missing, rather than failing later)."""
+    """Install the prepared wheels whose module is missing, one at a time; then every module the
+    command needs must be importable (the command stops here, naming what is missing, rather than
+    failing later). An optional wheel that will not install is noted, not failed."""
     manifest = read_manifest(ctx)
     result = {"wheels": rel(ctx.wheels)}
     if manifest is None:
@@ -53,19 +57,31 @@ def install(ctx: Context) -> dict:
         wheels = wanted_wheels(ctx, manifest)
         found = importable(ctx, [w["module"] for w in wheels])
         missing = [w for w in wheels if not found.get(w["module"])]
-        result.update(present=sorted(m for m, ok in found.items() if ok), installed=[w["module"] for w in missing])
-        if missing:
-            outcome = run_logged(ctx, "install", [
-                sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", "--upgrade",
-                "--target", str(SITE), *[str(ctx.wheels / w["file"]) for w in missing]], 120, quiet=True)
-            if not outcome.ok:
-                return {**result, "status": "failed", "reason": f"pip install {outcome.describe()}: "
-                        f"{outcome.output.strip()[-600:]}"}
-            still = [m for m, ok in importable(ctx, result["installed"]).items() if not ok]
-            if still:
-                return {**result, "status": "failed", "reason": f"installed, yet not importable: {', '.join(still)}"}
+        result.update(present=sorted(m for m, ok in found.items() if ok), installed=[], refused={})
+        for wheel in missing:
+            refusal = install_one(ctx, wheel)
+            if refusal is None:
+                result["installed"].append(wheel["module"])
+            elif wheel["module"] in REQUIRED_MODULES[ctx.command]:
+                return {**result, "status": "failed", "reason": f"pip install {wheel['file']}: {refusal}"}
+            else:
+                result["refused"][wheel["module"]] = refusal
+        if result["refused"]:
+            result["note"] = "optional wheels not installed: " + ", ".join(result["refused"])
         unpack_planetoid(ctx, manifest)
     return check_modules(ctx, result)
+
+
+def install_one(ctx: Context, wheel: dict) -> str | None:
+    """pip install one prepared wheel into SITE, offline; None if its module then imports, else why not."""
+    outcome = run_logged(ctx, f"install_{wheel['module']}", [
+        sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", "--upgrade",
+        "--target", str(SITE), str(ctx.wheels / wheel["file"])], min(60, ctx.limit()), quiet=True)
+    if not outcome.ok:
+        return f"{outcome.describe()}: {outcome.output.strip()[-400:]}"
+    if not importable(ctx, [wheel["module"]]).get(wheel["module"]):
+        return "installed, yet not importable"
+    return None
 
 
 def check_modules(ctx: Context, result: dict) -> dict:

@@ -1,10 +1,11 @@
-"""Which command a GPU chance should run: `next` takes the first of `check`, `speed`, `pyg` that
-has no finished result under benchmarks/results/<gpu>/<command>/result.json, and `check` again
-whenever the fused kernel's source differs from the one its result was measured on, so that each
-chance moves the table forward instead of repeating it.
+"""Which command a GPU chance should run: `next` takes the first of `check`, `speed`, `speed2`,
+`pyg` that has no whole result under benchmarks/results/<gpu>/<command>/result.json, and `check`
+again whenever the fused kernel's source differs from the one its result was measured on, so that
+each chance moves the table forward instead of repeating it.
 
-A result counts once its call reached its end (`finished`): a call the device tool stopped early
-left its finished steps, but the command runs again. Failed steps still count: running the same
+A result counts once its call reached its end (`finished`) with no step cut by its time limit
+(`partial`, or `killed`): a call the device tool stopped early, or a step stopped at its limit,
+left what it finished, but the command runs again. Failed steps still count: running the same
 code again proves nothing new; a change to the kernel (the usual fix) makes `check` due again."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.gpu.common import REPO, rel
 
-ORDER = ("check", "speed", "pyg")
+ORDER = ("check", "speed", "speed2", "pyg")
 FUSED_SOURCES = "fused*.py"  # the kernel, its host class and its compile report: what `check` proves
 # The samplers' folder: inside the package once the stages move there, else the checkout's top level.
 SAMPLER_FOLDERS = (REPO / "conveyor" / "samplers", REPO / "samplers")
@@ -46,6 +47,9 @@ def why_due(command: str, record: dict | None, source: dict) -> str | None:
         return "it has no result yet"
     if not record.get("finished"):
         return f"its result (commit {record.get('commit')}) was cut short: {record.get('stopped', 'the call ended')}"
+    cut = [name for name, step in record.get("steps", {}).items() if step.get("status") in ("partial", "killed")]
+    if cut:
+        return f"its result (commit {record.get('commit')}) has steps stopped at their limits: {', '.join(cut)}"
     measured = (record.get("fused_source") or {}).get("sha256")
     if command == "check" and measured != source["sha256"]:
         return (f"the fused kernel's source changed since its result (commit {record.get('commit')}, "
@@ -60,4 +64,4 @@ def next_command(results: Path, source: dict | None = None) -> tuple[str | None,
         reason = why_due(command, read_result(results, command), source)
         if reason:
             return command, f"`{command}`: {reason}"
-    return None, f"check, speed and pyg all have results under {rel(results)} for this fused kernel"
+    return None, f"{', '.join(ORDER)} all have results under {rel(results)} for this fused kernel"

@@ -3,7 +3,9 @@ travels with the tree (named in the device call's `carry`; default .gpu-wheels/,
 
     python -m benchmarks.gpu.device --prepare [DIR] [--shared SHARED]
 
-It holds Python 3.12 wheels of what the GPU image lacks (hydra-core, omegaconf,
+It holds the fused kernel's Triton compile cache for sm_90 (triton-cache.tar.gz, kernel_cache.py:
+compiled here with the image's Triton, used there only when its key matches), Python 3.12 wheels
+of what the GPU image lacks (hydra-core, omegaconf,
 antlr4-python3-runtime, ogb and its two small dependencies, pymetis), torch_scatter and
 torch_sparse as cp312 wheels built CPU-only against torch 2.11.0 (the image's; only `pyg` uses
 them: PyG's NeighborLoader samples on the CPU), and the tests' Planetoid raw files, with
@@ -25,13 +27,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
 import tomllib
 from packaging.requirements import Requirement
 
-from benchmarks.gpu import build
+from benchmarks.gpu import build, kernel_cache, plan
 from benchmarks.gpu.build import digest, pip
 from benchmarks.gpu.common import DATA_ROOT, REPO, capture, find_commit
 from benchmarks.gpu.install import COMPILED_MODULES, PLANETOID, REQUIRED_MODULES
@@ -145,7 +148,27 @@ def prepare(out: Path, shared: Path | None = None) -> int:
                  or pack_planetoid(out))
     if planetoid is None:
         problems.append("Planetoid raw files missing (scripts/prepare_planetoid.py failed)")
-    return write_manifest(out, wheels, planetoid, problems)
+    cache, note = triton_cache(out, shared, shared_manifest)
+    return write_manifest(out, wheels, planetoid, problems, cache, [note] if note else [])
+
+
+def triton_cache(out: Path, shared: Path | None, shared_manifest: dict) -> tuple[dict | None, str | None]:
+    """The kernel's compile cache: the shared folder's when made for this kernel source with the
+    image's Triton, else compiled here (minutes); (None, why) when it cannot be had: the kernels
+    then compile on the GPU machine, as without one."""
+    entry = shared_manifest.get("triton_cache")
+    if (entry and entry.get("fused_source") == plan.fused_source()["sha256"]
+            and entry.get("key", {}).get("triton") == kernel_cache.TARGET_TRITON
+            and (shared / entry["file"]).is_file() and digest(shared / entry["file"])["sha256"] == entry["sha256"]):
+        return _take(entry, shared, out), None
+    print(f"compiling the fused kernel's variants for sm_{kernel_cache.ARCH} with triton {kernel_cache.TARGET_TRITON} "
+          f"(a few minutes)")
+    with tempfile.TemporaryDirectory() as scratch:
+        cache, problem = kernel_cache.build_archive(out, Path(scratch))
+    if cache is None:
+        return None, f"no Triton cache carried ({problem}): the kernels compile on the GPU machine"
+    refused = "; ".join(f"{r['label']} ({r['error']})" for r in cache["refused"])
+    return cache, (f"triton {kernel_cache.TARGET_TRITON} refused to compile: {refused}" if refused else None)
 
 
 def _take(entry: dict | None, shared: Path | None, out: Path) -> dict | None:
@@ -162,19 +185,26 @@ def serves(modules: set) -> list[str]:
     return [c for c, needed in REQUIRED_MODULES.items() if prepared & set(needed) <= modules]
 
 
-def write_manifest(out: Path, wheels: list[dict], planetoid: dict | None, problems: list[str]) -> int:
+def write_manifest(out: Path, wheels: list[dict], planetoid: dict | None, problems: list[str],
+                   cache: dict | None = None, notes: list[str] = ()) -> int:
     total = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
     commands = serves({w["module"] for w in wheels})
     manifest = {"created": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": find_commit(out),
                 "python": TARGET_PYTHON, "torch": build.TARGET_TORCH, "wheels": wheels, "planetoid": planetoid,
-                "serves": commands, "total_bytes": total, "problems": problems}
+                "triton_cache": cache, "serves": commands, "total_bytes": total, "problems": problems,
+                "notes": list(notes)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     for entry in wheels:
         print(f"  {entry['file']:64s} {entry['bytes'] / 1024:8.0f} KiB  from {entry.get('from', '?')}")
     print(f"{out}: {total / 2**20:.1f} MiB in all (limit {LIMIT_BYTES / 2**20:.0f} MiB); serves "
           f"{', '.join(commands) or 'no command'}")
+    if cache:
+        print(f"  {cache['file']:64s} {cache['bytes'] / 1024:8.0f} KiB  {len(cache['variants'])} variants, "
+              f"{cache['from']}")
     for problem in problems:
         print(f"  problem: {problem}")
+    for note in notes:
+        print(f"  note: {note}")
     if total > LIMIT_BYTES:
         print("too large to travel with the working tree")
         return 1

@@ -1,5 +1,6 @@
 """What `compute-sanitizer` watches: fused-sampler launches (`sample`, `sample_many`, with and
-without the deterministic sorts) and cache gathers on a small graph, each result checked against
+without the deterministic sorts, of the uniform kernel and of the weighted one: weight_attr) and
+cache gathers on a small graph, each result checked against
 the batch contract or graph.x.
 
     python -m benchmarks.gpu.sanitize_target [--device cuda|cpu] [--tiny] [--quick] [--no-fused]
@@ -34,13 +35,18 @@ def parse_args(argv=None):
 
 
 def fused_launches(graph, seeds, fanouts, args) -> tuple[int, int, object]:
-    """Launches of `sample` and `sample_many`, every batch checked: (launches, batches, last n_id)."""
+    """Launches of `sample` and `sample_many`, of both kernels, every batch checked: (launches,
+    batches, last n_id)."""
+    import itertools
+
     from conveyor.samplers import build_sampler
     from conveyor.samplers.checks import assert_valid_batch
     launches = batches = 0
     n_id = None
-    for deterministic in (True,) if args.tiny or args.quick else (True, False):  # with and without the sorts
-        sampler = build_sampler("fused", graph, fanouts, device=args.device, seed=0, deterministic=deterministic)
+    orders = (True,) if args.tiny or args.quick else (True, False)  # with and without the sorts
+    for weight, deterministic in itertools.product((None, "w"), orders):
+        sampler = build_sampler("fused", graph, fanouts, device=args.device, seed=0, deterministic=deterministic,
+                                weight_attr=weight)
         out = [sampler.sample(s) for s in seeds[:2]] + sampler.sample_many(seeds)
         launches += 3
         for batch, s in zip(out, seeds[:2] + seeds):
@@ -73,6 +79,7 @@ def main(argv=None) -> None:
     from conveyor.partition.datasets.synthetic import generate
     start = time.perf_counter()
     graph = generate(scale=0.002, seed=0)  # 4.9K nodes, 247K edges: hubs and low-degree nodes
+    graph.edge_attrs["w"] = torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(1))
     fanouts, size, count = SIZES["tiny" if args.tiny else "quick" if args.quick else "full"]
     gen = torch.Generator().manual_seed(0)
     seeds = [torch.randperm(graph.num_nodes, generator=gen)[:size] for _ in range(count)]
@@ -82,6 +89,7 @@ def main(argv=None) -> None:
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     print(json.dumps({"ok": launches + gathers > 0, "launches": launches, "batches": batches, "gathers": gathers,
+                      "weighted_launches": launches // 2,
                       "fanouts": fanouts, "batch_size": size, "seconds": time.perf_counter() - start}))
     sys.exit(0 if launches + gathers > 0 else 1)
 

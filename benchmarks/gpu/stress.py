@@ -1,8 +1,9 @@
 """Stress of the fused sampler's persistent kernel: thousands of launches of random shapes.
 
 Each call samples a super-batch of a random number of batches (1 to 64) of random sizes (1 to
-4096 seeds, log-uniform) on a products-shaped graph, or, one call in four, on a graph where a
-fanout exceeds every degree (the kernel's WIDE path). Samplers start with buffers at 1% of their
+4096 seeds, log-uniform) on a products-shaped graph, or, one call in five, on a graph where a
+fanout exceeds every degree (the kernel's WIDE path), or, one in five, on the products-shaped
+graph with random edge weights (the WEIGHTED kernel, weight_attr). Samplers start with buffers at 1% of their
 worst case and are replaced every --reset-every calls, so overflow reruns keep happening; their
 grid has --oversubscribe times as many programs as can be resident on the GPU at once (the
 kernel must not deadlock when its programs do not all run together). Every --check-every calls
@@ -32,6 +33,7 @@ STARTED = time.perf_counter()
 
 BATCH_COUNTS = (1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 48, 64)  # every compiled variant, 1..64
 WIDE_BATCH_COUNTS = (1, 8)
+WEIGHTED_BATCH_COUNTS = (1, 8)
 
 
 def parse_args(argv=None):
@@ -66,7 +68,7 @@ class Figures:
         self.out, self.written = out, 0.0
         self.data = {"status": "running", "calls": 0, "launches": 0, "overflow_reruns": 0, "batches": 0,
                      "seeds": 0, "sampled_edges": 0, "seconds": 0.0, "max_batches_per_call": 0,
-                     "checked_batches": 0, "replays": 0, "failures": [], "compile_s": {}}
+                     "checked_batches": 0, "replays": 0, "failures": [], "compile_s": {}, "weighted_calls": 0}
         self.call_ms: list[float] = []
 
     def count(self, seeds, batches, launches: int, seconds: float) -> None:
@@ -108,7 +110,8 @@ def watchdog(figures: Figures, progress: list, stall_s: float) -> None:
 
 
 def make_configs(args, torch):
-    """(name, graph, fanouts, batch counts, weight): products-shaped, and one with a WIDE path."""
+    """(name, graph, fanouts, batch counts, draw weight, weight_attr): products-shaped, one with a
+    WIDE path, and the products-shaped graph drawn by edge weight."""
     from conveyor.partition import Graph
     from conveyor.partition.datasets.synthetic import generate
     gen = torch.Generator().manual_seed(args.seed)
@@ -120,15 +123,18 @@ def make_configs(args, torch):
         wide_nodes, wide_edges, fanouts = 3000, 60000, [15, 10, 5]
     # In-degrees ~20 (at most ~45): a fanout of 64 takes every neighbour, more than one tile wide.
     wide = Graph.from_edge_index(torch.randint(0, wide_nodes, (2, wide_edges), generator=gen), wide_nodes)
-    return [("products-shaped", main, fanouts, args.batch_counts, 3), ("wide", wide, [4, 64], WIDE_BATCH_COUNTS, 1)]
+    main.edge_attrs["w"] = torch.rand(main.num_edges, generator=gen)
+    return [("products-shaped", main, fanouts, args.batch_counts, 3, None),
+            ("wide", wide, [4, 64], WIDE_BATCH_COUNTS, 1, None),
+            ("weighted", main, fanouts, WEIGHTED_BATCH_COUNTS, 1, "w")]
 
 
 def precompile(configs, device, figures: Figures) -> dict:
     """Compile every variant the run uses (timed apart) and find the resident grid of each config."""
     from conveyor.samplers.fused import FusedSampler
     resident = {}
-    for name, graph, fanouts, counts, _ in configs:
-        probe = FusedSampler(graph, fanouts, device=device, seed=0)
+    for name, graph, fanouts, counts, _, weight in configs:
+        probe = FusedSampler(graph, fanouts, device=device, seed=0, weight_attr=weight)
         for count in sorted(set(counts)):
             start = time.perf_counter()
             compiled = probe.compile(count)
@@ -172,11 +178,12 @@ def run_calls(args, configs, resident: dict, figures: Figures, torch) -> None:
     start = time.perf_counter()
     deadline = STARTED + (args.deadline_s if args.deadline_s is not None else float("inf"))
     while d["calls"] < args.calls and time.perf_counter() - start < args.seconds and time.perf_counter() < deadline:
-        name, graph, fanouts, counts, _ = rng.choices(configs, weights=[c[4] for c in configs])[0]
+        name, graph, fanouts, counts, _, weight = rng.choices(configs, weights=[c[4] for c in configs])[0]
         if name not in samplers or d["calls"] % args.reset_every == 0:  # fresh, too small buffers
             samplers[name] = FusedSampler(graph, fanouts, device=args.device, seed=rng.getrandbits(31),
-                                          buffer_scale=args.buffer_scale,
+                                          buffer_scale=args.buffer_scale, weight_attr=weight,
                                           num_programs=args.oversubscribe * resident[name])
+        d["weighted_calls"] += weight is not None
         sampler = samplers[name]
         seeds = draw_call(rng, graph, counts, args, torch)
         progress[1] = f"{name}, {len(seeds)} batches of {[s.numel() for s in seeds][:8]}... seeds"
@@ -202,8 +209,8 @@ def main(argv=None):
     resident = precompile(configs, args.device, figures)
     figures.data.update(resident_programs=resident,
                         programs={n: args.oversubscribe * r for n, r in resident.items()},
-                        configs=[{"name": n, "nodes": g.num_nodes, "fanouts": f, "batch_counts": sorted(set(c))}
-                                 for n, g, f, c, _ in configs])
+                        configs=[{"name": n, "nodes": g.num_nodes, "fanouts": f, "batch_counts": sorted(set(c)),
+                                  "weight_attr": w} for n, g, f, c, _, w in configs])
     figures.data["startup_s"] = time.perf_counter() - STARTED
     run_calls(args, configs, resident, figures, torch)
     d = figures.data

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 NA = "n/a"
-ORDER = ("check", "speed", "pyg")
+ORDER = ("check", "speed", "speed2", "pyg")
 
 
 def fmt(value, spec: str = ".2f", suffix: str = "") -> str:
@@ -35,23 +35,41 @@ def why(result: dict) -> str:
     return f" [{result['status']}: {result.get('reason', '')}]" if result.get("status") not in (None, "passed") else ""
 
 
+def kernel_rows(records: dict) -> list[tuple[str, str]]:
+    """Per command: the Triton cache it used (carried, or compiled there) and the kernels compiled
+    on the device, step by step."""
+    rows = []
+    for command, record in records.items():
+        steps = record.get("steps", {})
+        cache = (steps.get("env") or {}).get("triton_cache")
+        if not cache:
+            continue
+        compiled = {k: v["kernels_compiled_here"] for k, v in steps.items() if v.get("kernels_compiled_here")}
+        where = ", ".join(f"{k} {n}" for k, n in compiled.items()) or "none"
+        rows.append((f"{command}: Triton cache; fused-kernel variants compiled on the device",
+                     f"{cache.get('status')}: {cache.get('summary', '')}; compiled here: {where}"))
+    return rows
+
+
 def check_rows(steps: dict) -> list[tuple[str, str]]:
     smoke, tests, stress, sanitize, race = (steps.get(k) or {} for k in
                                             ("smoke", "tests_gpu", "stress", "sanitize", "racecheck"))
-    variants = "; ".join(f"x{v['batches']}: {v.get('registers', NA)} registers, {v.get('spilled_bytes', NA)} B "
+    variants = "; ".join(f"{'weighted ' if v.get('weighted') else ''}x{v['batches']}: {v.get('registers', NA)} "
+                         f"registers, {v.get('spilled_bytes', NA)} B "
                          f"spilled, {v.get('programs', NA)} programs, first launch "
                          f"{fmt(v.get('first_launch_s'), '.3f')} s" for v in smoke.get("variants", []))
     s = stress.get("stress") or {}
     call_ms = s.get("call_ms") or {}
     tools = {**(sanitize.get("tools") or {}), **(race.get("tools") or {})}
     return [
-        ("fused kernel smoke launch (60 s limit)",
+        (f"fused kernel smoke launch, uniform and weighted ({fmt(smoke.get('hard_limit_s'), '.0f')} s hard limit)",
          f"{smoke.get('status', 'not run')}; {variants or smoke.get('reason', '')}"),
-        ("pytest -m gpu on the GPU test modules (the CPU dry run: CPU tests)",
+        ("pytest -m gpu on the GPU test modules, weighted and pipeline first (the CPU dry run: CPU tests)",
          f"{tests.get('passed', NA)} passed, {tests.get('failed', NA)} failed, {tests.get('errors', NA)} errors, "
          f"{tests.get('skipped', NA)} skipped" + why(tests)),
-        ("stress: calls, launches (overflow reruns), batches; launches/s; call ms p50/p99/max",
-         f"{s.get('calls', NA)} calls, {s.get('launches', NA)} launches ({s.get('overflow_reruns', NA)} reruns), "
+        ("stress: calls (weighted), launches (overflow reruns), batches; launches/s; call ms p50/p99/max",
+         f"{s.get('calls', NA)} calls ({s.get('weighted_calls', NA)} weighted), {s.get('launches', NA)} launches "
+         f"({s.get('overflow_reruns', NA)} reruns), "
          f"{s.get('batches', NA)} batches, up to {s.get('max_batches_per_call', NA)} a call; "
          f"{fmt(s.get('launches_per_s'), '.0f')}/s; {fmt(call_ms.get('p50'), '.1f')}/{fmt(call_ms.get('p99'), '.1f')}/"
          f"{fmt(call_ms.get('max'), '.1f')} ms; {s.get('checked_batches', NA)} batches checked, "
@@ -134,15 +152,20 @@ def header(results: Path, records: dict) -> list[str]:
 def render(results: Path, records: dict) -> str:
     steps = {c: r["steps"] for c, r in records.items()}
     lines = header(results, records) + ["", "| figure | value |", "|---|---|"]
+    speed = {**steps.get("speed2", {}), **steps.get("speed", {})}  # speed's figures; speed2's cache and pipeline
     rows = (check_rows(steps["check"]) if "check" in steps else []) + (
-        speed_rows(steps.get("speed", {}), steps.get("pyg", {})) if {"speed", "pyg"} & set(steps) else [])
-    lines += [f"| {figure} | {value} |" for figure, value in rows]
+        speed_rows(speed, steps.get("pyg", {})) if {"speed", "speed2", "pyg"} & set(steps) else [])
+    lines += [f"| {figure} | {value} |" for figure, value in rows + kernel_rows(records)]
     missing = [c for c in ORDER if c not in records]
     if missing:
         lines += ["", f"Not here yet: {', '.join(missing)} (`python -m benchmarks.gpu.device next` runs the first)."]
     failures = [f"{c} {k}: {v.get('reason', '')}" for c, s in steps.items() for k, v in s.items()
                 if v["status"] in ("failed", "not run", "killed")]
     lines += ["", "Failures:" if failures else "No step failed."] + [f"- {f}" for f in failures]
+    cut = [f"{c} {k}: {v.get('reason', '')}" for c, s in steps.items() for k, v in s.items()
+           if v["status"] == "partial"]
+    if cut:
+        lines += ["", "Stopped at their limits (`next` runs these commands again):"] + [f"- {f}" for f in cut]
     return "\n".join(lines) + "\n"
 
 
