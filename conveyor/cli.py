@@ -94,7 +94,11 @@ def hydra_job(cfg: DictConfig) -> None:
 
 
 def start(settings: Settings) -> None:
-    """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code."""
+    """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code.
+    The graph's loading and the stage processes' fork server start first, beside the trainer's
+    imports (PyG's above all: trainer/early.py)."""
+    from conveyor.trainer.early import begin
+    begin(settings)
     from conveyor.modes import run
     from conveyor.trainer.loop.interrupts import stop_on_signals
     from conveyor.trainer.outputs.checkpoint import CHECKPOINT
