@@ -82,6 +82,8 @@ def probe_run(root: Path, args: list, timeout: float) -> dict:
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate()
         marks = json.loads(events.read_text()) if events.exists() else {}
+    if marks.get("conveyor") and not Path(marks["conveyor"]).resolve().is_relative_to(root.resolve()):
+        raise RuntimeError(f"the run in {root} imported {marks['conveyor']}, not its own conveyor")
     if "first_step" not in marks:
         return {"load_1min": load, "error": (err or "").strip().splitlines()[-3:], "returncode": proc.returncode}
     ends = {name: marks[event] - command for name, event in PHASES}

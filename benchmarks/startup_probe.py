@@ -78,6 +78,7 @@ def on_first_forward(module, args) -> None:
 
 def on_first_step(optimizer, args, kwargs) -> None:
     if "first_step" not in EVENTS:
+        EVENTS["conveyor"] = sys.modules["conveyor"].__file__  # the release's own, not an installed one
         mark("first_step")
         signal.raise_signal(signal.SIGINT)  # the run stops as on Ctrl-C: its stage processes too
 
