@@ -7,7 +7,7 @@ from torch_geometric.nn import GraphSAGE, SAGEConv, to_hetero
 from torch_geometric.utils import scatter
 
 from conveyor.trainer.models.hetero import RGCN, HeteroBasicGNN, key
-from conveyor.trainer.models.sparse import bipartite_sage_layer, linear_of_mean
+from conveyor.trainer.models.sparse import bipartite_sage_layer, linear_first, linear_of_mean
 
 NODE_TYPES = ["paper", "author"]
 EDGE_TYPES = [("author", "writes", "paper"), ("paper", "cites", "paper"), ("paper", "rev_writes", "author")]
@@ -94,3 +94,14 @@ def test_a_target_without_in_edges_gets_the_bias_alone():
     weight, bias = torch.randn(3, 8, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
     out = linear_of_mean(x["author"], edges[("author", "writes", "paper")], 15, weight, bias)
     assert torch.equal(out[13], bias) and torch.equal(out[14], bias)
+
+
+def test_the_mean_before_or_after_the_linear_map_gives_pyg_s_gradients():
+    x, edges = typed_batch(width=64)
+    e = edges[("author", "writes", "paper")]
+    for width_out, linear_first_expected in ((2, True), (256, False)):
+        weight = torch.randn(width_out, 64, dtype=torch.float64, requires_grad=True)
+        assert linear_first(SIZES["author"], 15, e.size(1), 64, width_out) is linear_first_expected
+        ours = {"paper": linear_of_mean(x["author"], e, 15, weight)}
+        mean = scatter(x["author"].index_select(0, e[0]), e[1], 0, dim_size=15, reduce="mean")
+        assert_same(ours, {"paper": mean @ weight.t()}, [x["author"], weight])

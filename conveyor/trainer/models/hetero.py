@@ -30,6 +30,7 @@ from typing import Dict, List, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
 from conveyor.core import ConveyorError
 from conveyor.partition.hetero import Schema, TypeCut, TypedGraph, split_flat
 from conveyor.trainer.models.adapter import first_of_each
