@@ -98,14 +98,14 @@ def start(settings: Settings) -> None:
     The graph's loading and the stage processes' fork server start first, beside the trainer's
     imports (PyG's above all: trainer/early.py)."""
     from conveyor.trainer.early import begin
-    begin(settings)
-    from conveyor.modes import run
     from conveyor.trainer.loop.interrupts import stop_on_signals
     from conveyor.trainer.outputs.checkpoint import CHECKPOINT
 
     stop_on_signals()
     out_dir = settings.run.out_dir
     try:
+        begin(settings)
+        from conveyor.modes import run
         run(settings)
     except ConveyorError as error:
         fail(error)

@@ -67,7 +67,8 @@ class EarlyGraph:
 
 
 def begin(settings) -> None:
-    """Start loading the graph of a single-process training run (and its fork server) now."""
+    """Load the graph of a single-process training run now, and start its fork server where its
+    pipeline will be async (for `configured_graph` to hand over)."""
     distributed = settings.run.world_size > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
     _pending.clear()  # one at a time (in a process that runs the command line again)
     if settings.mode == "train" and not distributed:
