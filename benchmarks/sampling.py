@@ -17,8 +17,10 @@ machine's load touches them all; a row is the median round, with the range. Repo
 batch, sampled edges per second, and the speedup over bsp measured in the same run (bsp ms /
 sampler ms), plus the mean nodes and edges per batch as a check that the samplers draw subgraphs
 of the same size. With --threads 1,2 every configuration runs at each torch thread count (DGL's
-interpreter is started at each); each row records its thread count and the 1-minute load average
-when it started (os.getloadavg), as the machine may be shared.
+interpreter is started at each): the count is forced on every sampler, never conveyor's
+threads="auto" (which takes fewer on a busy machine), and each row records the thread count its
+sampler really ran at (the sampler's own, DGL's as its interpreter set it) and the 1-minute load
+average when it started (os.getloadavg), as the machine may be shared.
 
 DGL cannot share conveyor's torch (its registry builds stop at torch 2.2): --dgl-python names an
 interpreter with dgl 2.1 and torch 2.2 (default: this one, whose `dgl` row then says why it could
@@ -26,6 +28,8 @@ not run). It reads the graph saved as .npy and the same seed batches, and times 
 
     python -m benchmarks.sampling --device cuda                   # scale 1.0 (products' size)
     python -m benchmarks.sampling                                 # CPU: a small graph
+
+Only a run that asks for `fused` imports it (and triton): `--samplers bsp,dgl` runs without.
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
@@ -122,7 +126,7 @@ class DGLProcess:
         self.process = subprocess.Popen([python, str(script), "--graph", str(graph_dir), "--threads", str(threads),
                                          "--seed", str(seed)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
-        self.reply()
+        self.threads = self.reply()["threads"]  # the thread count DGL's interpreter set
 
     def request(self, **message) -> dict:
         self.process.stdin.write(json.dumps(message) + "\n")
@@ -155,16 +159,17 @@ def dgl_timer(dgl, name, fanouts, batches, work: Path):
     def timer(first, count):
         figures = dgl.request(row=name, first=first, count=count)
         return figures["seconds"], figures["nodes"], figures["edges"]
+    timer.threads = dgl.threads
     return timer
 
 
 def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted):
     """A timer (first, count) -> seconds, nodes, edges for one of conveyor's samplers (or bsp's
     previous release), `group` batches a call, after an untimed call (compilation, buffers)."""
-    if name == "bsp-previous":
+    if name == "bsp-previous":  # it has no threads of its own: it runs at the process's, set by main
         sampler = PreviousBSPSampler(graph, fanouts, device=device, seed=seed)
-    else:
-        sampler = build_sampler(name, graph, fanouts, device=device, seed=seed)
+    else:  # the thread count forced, never "auto" (which picks fewer on a busy machine)
+        sampler = build_sampler(name, graph, fanouts, device=device, seed=seed, threads=torch.get_num_threads())
     sample = sampler.sample_many if group > 1 else (lambda call: [sampler.sample(call[0])])
     if not (name == "fused" and interpreted):  # nothing to compile in the interpreter
         sample(batches[:group])
@@ -176,6 +181,7 @@ def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted)
         synchronize(device)
         return (time.perf_counter() - start, sum(b.n_id.numel() for b in done),
                 sum(sampled_edges(name, b) for b in done))
+    timer.threads = getattr(sampler, "threads", torch.get_num_threads())  # the count its calls run at
     return timer
 
 
@@ -204,7 +210,8 @@ def measure(names, graph, fanouts, batches, device, args, dgl, work, interpreted
             except (ConveyorError, ImportError) as err:
                 rows.append(dict(row, available=False, reason=str(err)))
                 continue
-            rows.append(dict(row, available=True, batches=timed_batches(name, row["interpreter"], group, args)))
+            rows.append(dict(row, available=True, batches=timed_batches(name, row["interpreter"], group, args),
+                             threads=timer.threads))
             timers.append((rows[-1], timer, []))
     for _ in range(args.rounds):
         for row, timer, rounds in timers:
@@ -239,12 +246,9 @@ def start_dgl(args, graph, threads, work: Path):
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cpu":  # the fused kernel runs on CPU tensors only under Triton's interpreter
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     from conveyor.partition.datasets import load_dataset
-    from conveyor.samplers import fused
+    interpreted = fused_interpreted(device) if "fused" in args.samplers.split(",") else False
     graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
-    interpreted = fused.INTERPRETED
     print(f"graph: synthetic scale {args.scale}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges; "
           f"device {device}{' (fused under the Triton interpreter)' if interpreted else ''}")
 
@@ -272,6 +276,15 @@ def main(argv=None):
     out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": True}, indent=1))
     out.with_suffix(".md").write_text(markdown(meta, rows))
     print(f"wrote {out} and {out.with_suffix('.md')}")
+
+
+def fused_interpreted(device) -> bool:
+    """Whether the fused sampler runs under Triton's interpreter (always on CPU tensors). Imported
+    only when a run asks for it: the other samplers' rows run without triton."""
+    if device.type == "cpu":  # the fused kernel runs on CPU tensors only under Triton's interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from conveyor.samplers import fused
+    return fused.INTERPRETED
 
 
 def describe(args, device, graph, interpreted, argv) -> dict:

@@ -95,8 +95,10 @@ def hydra_job(cfg: DictConfig) -> None:
 
 
 def start(settings: Settings) -> None:
-    """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code."""
-    from conveyor.modes import run
+    """Run the checked settings: ConveyorErrors as one paragraph, a stop signal as its exit code.
+    The graph's loading and the stage processes' fork server start first, beside the trainer's
+    imports (PyG's above all: trainer/early.py)."""
+    from conveyor.trainer.early import begin
     from conveyor.trainer.loop.interrupts import stop_on_signals
     from conveyor.trainer.outputs.checkpoint import CHECKPOINT
     from conveyor.trainer.outputs.outdir import remove_if_refused
@@ -104,6 +106,8 @@ def start(settings: Settings) -> None:
     stop_on_signals()
     out_dir = settings.run.out_dir
     try:
+        begin(settings)
+        from conveyor.modes import run
         run(settings)
     except ConveyorError as error:
         remove_if_refused(out_dir)  # refused before its first checkpoint: nothing left behind

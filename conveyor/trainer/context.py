@@ -10,8 +10,8 @@ import torch
 
 from conveyor.core.device import resolve_device, use_device
 from conveyor.partition import Graph
-from conveyor.partition.datasets import load_configured
 from conveyor.pipeline.seeds import EpochPlan
+from conveyor.trainer.early import configured_graph
 from conveyor.trainer.outputs.checkpoint import prepare_out_dir
 from conveyor.trainer.outputs.fingerprint import data_fingerprint
 from conveyor.trainer.outputs.metrics import RunRecorder
@@ -56,7 +56,7 @@ class LocalContext:
 
     @cached_property
     def graph(self) -> Graph:
-        return load_configured(self.settings.data)  # on first use: after the out_dir checks
+        return configured_graph(self.settings.data)  # on first use: after the out_dir checks (loaded early)
 
     def prepare_out_dir(self, settings):
         return prepare_out_dir(settings)

@@ -30,11 +30,11 @@ from typing import Dict, List, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.utils import scatter
 
 from conveyor.core import ConveyorError
 from conveyor.partition.hetero import Schema, TypeCut, TypedGraph, split_flat
 from conveyor.trainer.models.adapter import first_of_each
+from conveyor.trainer.models.sparse import bipartite_sage_layer, linear_of_mean
 
 EMBEDDING_DIM = 64  # a featureless node type's learned embedding, where the settings give no width
 
@@ -69,8 +69,8 @@ class RGCN(nn.Module):
         out = {t: self.root[layer][t](x[t][:num_dst[t]]) for t in self.node_types if t in x}
         for edge_type, edges in edge_index.items():
             src, _, dst = edge_type
-            mean = scatter(x[src].index_select(0, edges[0]), edges[1], 0, dim_size=num_dst[dst], reduce="mean")
-            out[dst] = out[dst] + self.rel[layer][key(edge_type)](mean)
+            rel = self.rel[layer][key(edge_type)]  # rel(mean of the sources), by a CSR product on the CPU
+            out[dst] = out[dst] + linear_of_mean(x[src], edges, num_dst[dst], rel.weight, rel.bias)
         if layer < self.num_layers - 1:
             out = {t: F.dropout(F.relu(v), self.dropout, self.training) for t, v in out.items()}
         return out
@@ -98,7 +98,7 @@ class HeteroBasicGNN(nn.Module):
         convs, out = self.module.convs[layer], {}
         for edge_type, edges in edge_index.items():
             src, _, dst = edge_type
-            y = convs[key(edge_type)]((x[src], x[dst][:num_dst[dst]]), edges)
+            y = bipartite_sage_layer(convs[key(edge_type)], x[src], x[dst][:num_dst[dst]], edges)
             out[dst] = y if dst not in out else out[dst] + y
         if layer < self.num_layers - 1:
             out = {t: self.between_layers(layer, t, v) for t, v in out.items()}

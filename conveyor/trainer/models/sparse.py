@@ -1,4 +1,5 @@
-"""Neighbourhood sums as a sparse-matrix product: the built-in SAGE and GCN layers on the CPU.
+"""Neighbourhood sums as a sparse-matrix product: the built-in SAGE and GCN layers, and the typed
+models' (to_hetero's SAGEConvs, R-GCN's means: trainer/models/hetero.py), on the CPU.
 
 PyG's layers gather every edge's source row ([edges, width] in memory) and scatter it into the
 targets, and their backward does the same the other way. A CSR product reads each source row in
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.utils import scatter
 
 
 @dataclass
@@ -139,6 +141,65 @@ def sage_layer(conv: SAGEConv, x: Tensor, edge_index: Tensor, num_dst: int, adj:
         side_by_side = torch.sparse.mm(adj.matrix(mean_weights(adj, x.dtype), own, own_row=True), x)
         weight = torch.cat([lin_l.weight, lin_r.weight], 1)
         out = F.linear(side_by_side.view(num_dst, 2 * x.size(1)), weight, lin_l.bias)
+    return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+
+
+class CSRProduct(torch.autograd.Function):
+    """`A @ x` for a constant CSR matrix A (`adj`'s structure, `values`), and its backward A^T @ grad
+    by a CSR product too, A^T's structure made by one stable int32 sort of the columns. torch's own
+    backward of torch.sparse.mm converts the transposed matrix instead, which costs more than the
+    product (benchmarks/train_step.py's typed rows)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, adj: Adjacency, values: Tensor) -> Tensor:
+        ctx.adj, ctx.values = adj, values
+        return torch.sparse.mm(csr(adj.crow, adj.col, values, (adj.num_dst, adj.num_src)), x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        adj, values = ctx.adj, ctx.values
+        order = torch.argsort(adj.col.int() if adj.num_src < 2 ** 31 else adj.col, stable=True)
+        crow = torch.zeros(adj.num_src + 1, dtype=torch.long, device=grad.device)
+        torch.cumsum(torch.bincount(adj.col, minlength=adj.num_src), 0, out=crow[1:])
+        transposed = csr(crow, adj.rows().index_select(0, order), values.index_select(0, order),
+                         (adj.num_src, adj.num_dst))
+        return torch.sparse.mm(transposed, grad), None, None
+
+
+def linear_of_mean(x_src: Tensor, edge_index: Tensor, num_dst: int, weight: Tensor, bias: Tensor | None = None,
+                   adj: Adjacency | None = None) -> Tensor:
+    """F.linear(mean of each target's in-neighbours' rows of `x_src`, weight, bias): a target
+    without in-edges gets the bias (its mean is 0). On the CPU one CSR product, before or after the
+    linear map, whichever costs fewer multiplications (a mean of rows is linear); elsewhere PyG's
+    gather and scatter."""
+    if not can_sum_sparse(x_src):
+        mean = scatter(x_src.index_select(0, edge_index[0]), edge_index[1], 0, dim_size=num_dst, reduce="mean")
+        return F.linear(mean, weight, bias)
+    adj = adj or adjacency(edge_index, num_dst, x_src.size(0))
+    weights = mean_weights(adj, x_src.dtype)
+    if linear_first(x_src.size(0), num_dst, adj.col.numel(), weight.size(1), weight.size(0)):
+        out = CSRProduct.apply(F.linear(x_src, weight), adj, weights)
+    else:
+        out = F.linear(CSRProduct.apply(x_src, adj, weights), weight)
+    return out + bias if bias is not None else out
+
+
+def linear_first(num_src: int, num_dst: int, edges: int, width_in: int, width_out: int) -> bool:
+    """Whether mapping every source row first (then the product on the mapped rows) costs fewer
+    multiplications than the product first (then mapping each target's mean): a relation's sources
+    may far outnumber its targets, so the narrower width alone does not decide."""
+    return num_src * width_in * width_out + edges * width_out < edges * width_in + num_dst * width_in * width_out
+
+
+def bipartite_sage_layer(conv: SAGEConv, x_src: Tensor, x_dst: Tensor, edge_index: Tensor) -> Tensor:
+    """`conv((x_src, x_dst), edge_index)` (a relation of a typed graph: sources and targets of their
+    own types, `to_hetero`'s convs): lin_l(mean of the sources) + lin_r(the target's own row), the
+    mean by `linear_of_mean`; PyG's own forward for a conv set up otherwise or not yet initialised
+    (lazy in_channels)."""
+    lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in conv.parameters())
+    if lazy or not (is_plain_sage(conv) and can_sum_sparse(x_src)):
+        return conv((x_src, x_dst), edge_index)
+    out = linear_of_mean(x_src, edge_index, x_dst.size(0), conv.lin_l.weight, conv.lin_l.bias) + conv.lin_r(x_dst)
     return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
 
 
