@@ -20,6 +20,7 @@ import torch
 
 from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
+from conveyor.core.memory import gib
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.partition import Graph, is_typed
 from conveyor.pipeline import batch_source
@@ -343,6 +344,11 @@ def end_epoch(run: Run, record: dict) -> None:
              _fmt(record.get(f"val_{m}")), _fmt(record.get(f"test_{m}")), link_figures_said(run, record),
              record["epoch_time_s"], record["sample_s"], record["gather_s"], record["train_s"],
              f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
+    if "disk_ratio" in record:  # a host tier over features on disk (cache/host_tier.py)
+        log.info("epoch %d feature rows: device %.1f%%, host %.1f%%, prefetched %.1f%%, read from disk %.1f%% "
+                 "(%s read)", record["epoch"], *(100 * record[k] for k in (
+                     "device_hit_ratio", "host_hit_ratio", "window_hit_ratio", "disk_ratio")),
+                 gib(record["disk_bytes"]))
     run.recorder.epoch(record)
     if not run.ctx.is_main:
         return
