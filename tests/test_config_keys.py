@@ -16,6 +16,7 @@ from conveyor.partition.datasets import DATASETS, load_configured
 from conveyor.partition.datasets.custom import load_custom
 from conveyor.partition.datasets.synthetic import load_synthetic
 from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
+from conveyor.partition.datasets.synthetic_papers import load_synthetic_papers
 from conveyor.partition.settings import DATA_SETTINGS, dataset_options
 from conveyor.settings import Settings
 from conveyor.usage import help_text, option_files, sections
@@ -34,7 +35,8 @@ def settings_classes(cls=Settings):
 
 
 def test_each_datasets_options_are_what_its_loader_takes():
-    loaders = {"synthetic": load_synthetic, "custom": load_custom, "synthetic_mag": load_synthetic_mag}
+    loaders = {"synthetic": load_synthetic, "custom": load_custom, "synthetic_mag": load_synthetic_mag,
+               "synthetic_papers": load_synthetic_papers}
     for name in DATASETS:
         own = set(dataset_options(name))
         if name in loaders:
@@ -42,6 +44,7 @@ def test_each_datasets_options_are_what_its_loader_takes():
         else:
             assert own == set(), name
     assert set(make_config("data=synthetic").data.options()) == {"scale", "seed", "num_features", "num_classes"}
+    assert make_config("data=synthetic_papers", "data.scale=0.001").data.options() == {"scale": 0.001, "seed": 0}
 
 
 def test_custom_takes_undirected_without_a_plus(tmp_path):

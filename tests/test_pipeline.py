@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import weakref
+from pathlib import Path
 
 import psutil
 import pytest
@@ -117,14 +118,14 @@ def test_share_graph_maps_a_saved_graph_and_shares_the_rest(tmp_path):
     loaded = Graph.load(tmp_path / "g", mmap=True)
     loaded.x = loaded.x * 2  # changed after loading: must travel itself, not be re-read
     handle = share_graph(loaded)
-    assert handle.directory == str(tmp_path / "g")
     assert set(handle.mapped) == {"indptr", "indices", "y", "train_idx"}
+    assert {Path(where.path) for where in handle.mapped.values()} == {tmp_path / "g" / "graph.pt"}
     assert set(handle.shared) == {"x"} and handle.shared["x"].is_shared()
     opened = handle.open()
     for name in ("indptr", "indices", "x", "y", "train_idx"):
         assert torch.equal(getattr(opened, name), getattr(loaded, name)), name
     in_memory = share_graph(feature_graph())
-    assert in_memory.directory is None and in_memory.mapped == ()
+    assert in_memory.mapped == {}
     assert all(t.is_shared() for t in in_memory.shared.values())
 
 

@@ -2,7 +2,8 @@
 
 `indices[indptr[v]:indptr[v + 1]]` are the sources of the edges pointing into `v`, sorted by id.
 Saved as one torch file that loads memory-mapped, so a products-scale graph opens in seconds and
-several processes can share the pages of the same file.
+several processes can share the pages of the same file; a graph larger than memory is a folder of
+`.npy` files in the mapped layout (mapped.py), which `Graph.load` maps the same way.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from torch import Tensor
 
 from conveyor.core.errors import ConveyorError
 from conveyor.core.regular import check_regular
+from conveyor.partition.mapped import is_mapped, read_mapped
 
 TENSOR_FIELDS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_ids")
 SPLIT_NAMES = ("train", "val", "test")
+DEGREE_CHUNK = 1 << 22  # entries of indices (or indptr) counted at once: bounded int64 temporaries
 NODE, EDGE = "node.", "edge."  # how `tensors()` names the other attributes: node.year, edge.edge_attr
 
 
@@ -76,9 +79,8 @@ class Graph:
     def in_degree(self) -> Tensor:
         return self.indptr[1:] - self.indptr[:-1]
 
-    def out_degree(self) -> Tensor:
-        """How many edges leave each node: how often its features are read by its neighbours."""
-        return torch.bincount(self.indices.long(), minlength=self.num_nodes)
+    def out_degree(self) -> Tensor:  # edges leaving each node: how often neighbours read its features
+        return count_sources(self.indices, self.num_nodes)
 
     def edge_index(self) -> Tensor:
         """The `[2, E]` (source, destination) form, as PyG expects it."""
@@ -200,12 +202,13 @@ class Graph:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, mmap: bool = True, rebuilt_from=None) -> "Graph":
-        """The graph `save` wrote to `directory`. `rebuilt_from`: the folder whose deletion makes
-        conveyor build it again (default `directory`), named when a file there is damaged."""
-        directory = Path(directory)
+        """The graph in `directory` (`save`'s, or the mapped layout's). `rebuilt_from`: the folder
+        whose deletion makes conveyor build it again (default `directory`), named if it is damaged."""
+        directory, rebuilt_from = Path(directory), Path(rebuilt_from or directory)
+        if is_mapped(directory):
+            return load_mapped(directory, rebuilt_from)
         if not (directory / "graph.pt").exists():
             raise ConveyorError(f"no saved graph in {directory} (expected graph.pt and meta.json).")
-        rebuilt_from = rebuilt_from or directory
         tensors = load_saved(directory / "graph.pt", rebuilt_from, mmap)
         meta = load_saved(directory / "meta.json", rebuilt_from)
         kind = KINDS.get(meta.get("kind"), Graph) if isinstance(meta, dict) else Graph  # a TypedGraph's too
@@ -227,6 +230,34 @@ class Graph:
 
 
 KINDS = {"Graph": Graph}  # a saved graph's class by its meta's "kind" (partition/hetero.py adds TypedGraph)
+
+
+def load_mapped(directory: Path, rebuilt_from: Path) -> Graph:
+    """The mapped layout's graph (mapped.py): every tensor a map of its file, nothing copied."""
+    try:
+        tensors, meta = read_mapped(directory)
+    except (OSError, ValueError) as exc:
+        raise damaged(directory, rebuilt_from, str(exc).splitlines()[0]) from exc
+    kind = KINDS.get(meta.get("kind"), Graph)
+    args = {k: meta[k] for k in ("num_classes", "name") if k in meta}
+    return kind.from_tensors(tensors, **{"name": "graph", **args})
+
+
+def count_sources(indices: Tensor, num_nodes: int) -> Tensor:
+    """How often each node id occurs in `indices` (int64), DEGREE_CHUNK ids at a time: no int64
+    copy of a memory-mapped structure."""
+    counts = torch.zeros(num_nodes, dtype=torch.long)
+    ones = torch.ones(min(DEGREE_CHUNK, indices.numel()), dtype=torch.long)
+    for start in range(0, indices.numel(), DEGREE_CHUNK):
+        part = indices[start:start + DEGREE_CHUNK]
+        counts.index_add_(0, part, ones[:part.numel()])  # int32 ids index as they are
+    return counts
+
+
+def max_gap(indptr: Tensor) -> int:
+    """The largest in-degree indptr gives (0 without nodes), a chunk at a time."""
+    parts = (indptr[s:s + DEGREE_CHUNK + 1] for s in range(0, indptr.numel() - 1, DEGREE_CHUNK))
+    return max((int((p[1:] - p[:-1]).max()) for p in parts), default=0)
 
 
 def load_saved(path: Path, rebuilt_from: Path, mmap: bool = False):

@@ -22,6 +22,9 @@ class DataSettings(Section):
         "synthetic": "A products-shaped synthetic graph, generated on first use and cached under root (no "
                      "download). scale=1.0 has ogbn-products' sizes (2,449,029 nodes, ~123.7M directed edges, "
                      "100 features, 47 classes).",
+        "synthetic_papers": "An ogbn-papers100M-shaped graph built out of core (streaming, into memory-mapped "
+                            "files) on first use and cached under root. scale=1.0 has papers100M's sizes "
+                            "(111,059,956 nodes, ~1.6B edges, 128 float16 features, 172 classes; ~36 GB on disk).",
         "cora": "Planetoid cora, standard public split. Offline: conveyor prepare planetoid --root <root>",
         "citeseer": "Planetoid citeseer, standard public split. Offline: conveyor prepare planetoid --root <root>",
         "pubmed": "Planetoid pubmed, standard public split. Offline: conveyor prepare planetoid --root <root>",
@@ -66,6 +69,13 @@ class SyntheticData(DataSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SyntheticPapersData(DataSettings):
+    scale: float = setting(0.01, "nodes and edges as a fraction of ogbn-papers100M's (0.01: ~1.1M nodes, 16M "
+                                 "edges, ~360 MB on disk)", number(0, 4, low_open=True))
+    seed: int = setting(0, "the generator's seed: another seed, another graph (each cached)", integer())
+
+
+@dataclass(frozen=True, kw_only=True)
 class CustomData(DataSettings):
     path: str = setting(REQUIRED, "the folder of your arrays (required)", text(hint="the folder of your arrays"))
     undirected: bool = setting(False, "true: add the reverse of every edge (e.g. a citation graph stored one "
@@ -85,7 +95,8 @@ class SyntheticMagData(DataSettings):
 
 
 # any other dataset: DataSettings
-DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData, "synthetic_mag": SyntheticMagData}
+DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData, "synthetic_mag": SyntheticMagData,
+                 "synthetic_papers": SyntheticPapersData}
 
 
 def data_settings(name) -> type:

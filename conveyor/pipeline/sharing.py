@@ -1,31 +1,45 @@
 """How the stage processes get the trainer's graph without copying it.
 
-A graph loaded from disk (`Graph.load(dir, mmap=True)`, what every cached dataset returns) is a
-memory map of `dir/graph.pt`: each stage process maps the same file again and the page cache holds
-one copy for all of them. Any other tensor (built in memory, or converted after loading) is moved
-to shared memory once, before the processes start, and travels as a file descriptor.
+Every tensor of the graph that is a memory map of a file (a graph loaded from disk: graph.pt
+through `torch.load(mmap=True)`, or the mapped layout's `.npy` files, partition/mapped.py; any
+other file-mapped tensor too) travels as (file, byte offset, dtype, shape): each stage process maps
+the same bytes of the same file again, and the page cache holds one copy for all of them. Nothing
+mapped goes to /dev/shm. Any other tensor (built in memory, or converted after loading) is moved to
+shared memory once, before the processes start, and travels as a file descriptor.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
+import numpy as np
+import torch
 from torch import Tensor
 
 from conveyor.core.file_maps import file_maps, file_offset
 from conveyor.partition import Graph
 from conveyor.pipeline.shm import check_shm_room, shared_bytes, shm_shortfall
 
-SAVED_FILE = "graph.pt"
+
+@dataclass(frozen=True)
+class FileSlice:
+    """Where a file-mapped tensor's bytes are: mapped again (copy-on-write, read-only open) by `open`."""
+    path: str
+    offset: int
+    dtype: torch.dtype
+    shape: Tuple[int, ...]
+
+    def open(self) -> Tensor:
+        count = int(np.prod(self.shape)) * self.dtype.itemsize
+        raw = np.memmap(self.path, dtype=np.uint8, mode="c", offset=self.offset, shape=(count,))
+        return torch.from_numpy(raw).view(self.dtype).view(self.shape)
 
 
 @dataclass
 class GraphHandle:
     """What a stage process needs to open the trainer's graph (picklable, no graph data inside
     except file descriptors of shared-memory tensors)."""
-    directory: Optional[str]  # a saved graph the `mapped` fields are read from
-    mapped: Tuple[str, ...]
+    mapped: Dict[str, FileSlice]  # the file-mapped tensors, by name
     shared: Dict[str, Tensor] = field(default_factory=dict)
     kind: type = Graph  # the graph's class (a TypedGraph: partition/hetero.py)
     meta: dict = field(default_factory=dict)  # the rest of it: graph.meta()
@@ -35,10 +49,7 @@ class GraphHandle:
         return self.meta.get("num_classes")
 
     def open(self) -> Graph:
-        tensors = dict(self.shared)
-        if self.mapped:
-            saved = Graph.load(self.directory, mmap=True).tensors()
-            tensors.update({f: saved[f] for f in self.mapped})
+        tensors = {**self.shared, **{name: where.open() for name, where in self.mapped.items()}}
         return self.kind.from_tensors(tensors, **self.meta)
 
 
@@ -48,17 +59,11 @@ def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Se
     that will be pickled into the stages (`carried`) and for what else the pipeline places there
     (`need`, bytes by what takes them: shm.py)."""
     maps, tensors = file_maps(), graph.tensors()
-    directory, mapped = None, ()
-    origin = file_offset(maps, graph.indptr)
-    if origin is not None and Path(origin[0]).name == SAVED_FILE:
-        directory = str(Path(origin[0]).parent)
-        saved = Graph.load(directory, mmap=True).tensors()
-        maps = file_maps()  # now with the second mapping of the file
-        mapped = tuple(f for f, t in tensors.items() if _same_tensor(maps, t, saved.get(f)))
+    mapped = {f: where for f, where in ((f, file_slice(maps, t)) for f, t in tensors.items()) if where}
     moved = [f for f in tensors if f not in mapped]
     graph_bytes = shared_bytes(tensors[f] for f in moved)
     carried_bytes = shared_bytes([*(tensors[f] for f in moved), *carried]) - graph_bytes  # each storage once
-    check_shm_room({"the graph's tensors not mapped from its file": graph_bytes,
+    check_shm_room({"the graph's tensors not mapped from its files": graph_bytes,
                     "the sampler's and feature source's own tensors": carried_bytes, **(need or {})})
     try:
         shared = {f: tensors[f].share_memory_() for f in moved}
@@ -67,14 +72,16 @@ def share_graph(graph: Graph, need: Optional[Dict[str, int]] = None, carried: Se
         if paragraph is None:
             raise
         raise paragraph from None
-    return GraphHandle(directory, mapped, shared, type(graph), graph.meta())
+    return GraphHandle(mapped, shared, type(graph), graph.meta())
 
 
-def _same_tensor(maps, a: Optional[Tensor], b: Optional[Tensor]) -> bool:
-    """Whether `a` is exactly the tensor `b` the file holds: same bytes of the same file, read as
-    the same shape and dtype."""
-    if a is None or b is None or a.numel() == 0:
-        return False
-    where = file_offset(maps, a)
-    return (where is not None and where == file_offset(maps, b) and a.dtype == b.dtype
-            and a.shape == b.shape and a.stride() == b.stride())
+def file_slice(maps, tensor: Tensor) -> Optional[FileSlice]:
+    """Where `tensor` lies in a file, if it is a contiguous memory map of one (else None: it is
+    shared through /dev/shm). A map of a file in /dev/shm itself counts as not mapped."""
+    where = file_offset(maps, tensor) if tensor.is_contiguous() else None
+    if where is None or where[0].startswith("/dev/shm/"):
+        return None
+    end = tensor.data_ptr() + tensor.numel() * tensor.element_size() - 1
+    if not any(start <= end < stop and path == where[0] for start, stop, _, path in maps):
+        return None  # not all of it in that file's map (should not happen for a file's tensor)
+    return FileSlice(where[0], where[1], tensor.dtype, tuple(tensor.shape))

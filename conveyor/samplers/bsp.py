@@ -22,6 +22,7 @@ from torch import Tensor
 
 from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
+from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
@@ -124,7 +125,7 @@ class BSPSampler:
         self.num_nodes = graph.num_nodes
         # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
         # 168 steps a hop on cora, not 100000 for sampler.fanouts=[100000].
-        max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        max_degree = max_gap(graph.indptr)  # a chunk at a time: no node-long copy
         self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
         self.indptr = graph.indptr.to(self.device)
         self.indices = graph.indices.to(self.device)

@@ -42,6 +42,7 @@ from torch import Tensor
 from conveyor.core import ConveyorError
 from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
+from conveyor.partition.graph import max_gap
 from conveyor.samplers import fused_kernel
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
@@ -124,7 +125,7 @@ class FusedSampler:
             raise ConveyorError(f"the fused sampler supports graphs below {MAX_NODES:,} nodes, this one has "
                                 f"{self.num_nodes:,}; use sampler=bsp.")
         self.num_edges = graph.num_edges
-        max_degree = int(graph.in_degree().max()) if self.num_nodes else 0
+        max_degree = max_gap(graph.indptr)  # a chunk at a time: no node-long copy
         self.fanouts = cap_fanouts(self.fanouts, max_degree)  # the same sample; fits the int32 fanouts_dev
         # A task never draws more than min(fanout, its degree) neighbours.
         self.picks = [min(f, max_degree) for f in self.fanouts]

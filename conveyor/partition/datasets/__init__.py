@@ -8,6 +8,9 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 - `arxiv`, `products`, `papers100m`: OGB node property prediction with the official split (ogbn.py).
 - `synthetic`: a products-shaped power-law graph of any size; options `scale` (1.0 = products'
   size), `seed`, `num_features`, `num_classes` (synthetic.py). Cached under `<root>/synthetic/`.
+- `synthetic_papers`: an ogbn-papers100M-shaped graph built out of core into the mapped layout
+  (partition/mapped.py); options `scale` (1.0 = papers100M's 111M nodes, 1.6B edges), `seed`
+  (synthetic_papers.py). Cached under `<root>/synthetic_papers/`.
 - `custom`: your own arrays in a directory; options `path`, `undirected`, `num_classes` (custom.py).
 - `mag`: ogbn-mag through `ogb` (a typed graph: papers, authors, institutions, fields; mag.py).
 - `synthetic_mag`: an ogbn-mag-shaped typed graph of any size; options `scale`, `seed`,
@@ -27,7 +30,7 @@ from conveyor.partition.hetero import is_typed
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
 TYPED = ("mag", "synthetic_mag")  # typed graphs (partition/hetero.py)
-DATASETS = PLANETOID + OGB + ("synthetic", "custom", "memory") + TYPED
+DATASETS = PLANETOID + OGB + ("synthetic", "synthetic_papers", "custom", "memory") + TYPED
 
 
 def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
@@ -67,6 +70,9 @@ def loader(key: str):
     if key == "mag":
         from conveyor.partition.datasets.mag import load_mag
         return load_mag
+    if key == "synthetic_papers":
+        from conveyor.partition.datasets.synthetic_papers import load_synthetic_papers
+        return load_synthetic_papers
     if key == "synthetic_mag":
         from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
         return load_synthetic_mag

@@ -93,23 +93,34 @@ def cached(directory: Path, build: Callable[[], Graph], stamp: str = "") -> Grap
     graph = _load_intact(directory, stamp)
     if graph is not None:
         return graph
+
+    def write(staging: Path) -> None:
+        built = build()
+        built.save(staging)
+        (staging / FINGERPRINT).write_text(contents_digest(built))
+        (staging / STAMP).write_text(stamp)
+
+    build_in_staging(directory, write, lambda: _load_intact(directory, stamp))
+    return Graph.load(directory, mmap=True)
+
+
+def build_in_staging(directory: Path, write: Callable[[Path], None], intact: Callable[[], object]) -> None:
+    """Replace `directory` by what `write(staging)` writes into a side folder beside it, renamed
+    into place once complete (a killed build leaves only the side folder, which `sweep_staging`
+    deletes later). `intact()`: the cache another process may have put there first, or None."""
     shutil.rmtree(directory, ignore_errors=True)  # incomplete, stale or damaged: not a cache
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}.{directory.name}.",
                                     dir=directory.parent))
     staging.chmod(0o755)  # mkdtemp makes it private; the cache is for everyone who reads root
     try:
-        built = build()
-        built.save(staging)
-        (staging / FINGERPRINT).write_text(contents_digest(built))
-        (staging / STAMP).write_text(stamp)
+        write(staging)
         os.rename(staging, directory)
     except OSError:
-        if _load_intact(directory, stamp) is None:  # not just another process winning the race
+        if intact() is None:  # not just another process winning the race
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return Graph.load(directory, mmap=True)
 
 
 def sweep_staging(directory: Path) -> None:
