@@ -5,6 +5,8 @@ rule for huge graphs, and epochs on file-mapped features, serial and async."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -202,3 +204,53 @@ def test_an_epoch_on_file_mapped_features_through_the_host_tier(tmp_path, synthe
     ratios = [epoch[k] for k in ("device_hit_ratio", "host_hit_ratio", "window_hit_ratio", "disk_ratio")]
     assert ratios[0] == 0 and abs(sum(ratios) - 1) < 1e-9  # every row from exactly one tier, on CPU
     assert ratios[1] > 0.2 and ratios[2] > 0 and epoch["disk_bytes"] > 0  # hot rows held; look-ahead used
+
+
+# -- the principle, small: one epoch inside a memory cgroup smaller than the dataset's files ------
+
+CGROUP_SCALE = 0.04  # 4.4M nodes, 64.6M edges: 1.4 GB of files (x 1.1 GB of float16)
+LIMIT_SHARE = {"serial": 0.7, "async": 0.9}  # of the files' bytes; the async run has three interpreters
+
+
+def cgroup_v1_writable() -> bool:
+    try:
+        from benchmarks.out_of_core import own_cgroup
+        return os.access(own_cgroup(), os.W_OK)
+    except (OSError, StopIteration):
+        return False
+
+
+@pytest.fixture(scope="module")
+def papers_files(tmp_path_factory):
+    from conveyor.partition.datasets import load_dataset
+    root = tmp_path_factory.mktemp("papers")
+    graph = load_dataset("synthetic_papers", root=root, scale=CGROUP_SCALE, seed=0)
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return root, graph.num_nodes, files
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not cgroup_v1_writable(), reason="needs a writable cgroup v1 memory controller")
+@pytest.mark.parametrize("pipeline", ["serial", "async"])
+def test_one_epoch_inside_a_memory_cgroup_smaller_than_the_files(tmp_path, papers_files, pipeline):
+    from benchmarks.out_of_core import in_cgroup
+    root, _, files = papers_files
+    size = sum(f.stat().st_size for f in files)
+    for f in files:  # out of the page cache: whatever this run reads is charged to its cgroup
+        fd = os.open(f, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    limit = int(size * LIMIT_SHARE[pipeline])
+    out = tmp_path / "run"
+    command = [sys.executable, "launch.py", "data=synthetic_papers", f"data.scale={CGROUP_SCALE}", f"data.root={root}",
+               f"pipeline={pipeline}", "trainer.epochs=1", "trainer.batch_size=4096", "sampler.fanouts=[5,5]",
+               "model.hidden=32", "trainer.progress=false", "run.device=cpu", "trainer.layerwise_max_nodes=1000000",
+               f"run.out_dir={out}"]
+    result = in_cgroup(command, limit, timeout=900)
+    assert result["rc"] == 0 and not result["oom_killed"], result["tail"]
+    assert result["max_usage_bytes"] <= limit < size
+    epoch = json.loads((out / "metrics.json").read_text())["epochs"][0]
+    train_nodes = json.loads(next(root.rglob("meta.json")).read_text())["fields"]["train_idx"]["shape"][0]
+    assert epoch["batches"] == -(-train_nodes // 4096)  # the whole epoch
+    assert epoch["host_hit_ratio"] > 0 and epoch["disk_bytes"] > 0  # the host tier came by itself (auto)
+    assert "evaluation: sampled" in (out / "run.log").read_text()  # 4.4M nodes > layerwise_max_nodes
