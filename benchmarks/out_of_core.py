@@ -62,6 +62,7 @@ def parse_args(argv=None):
     p.add_argument("--cgroup", default="16GiB", help="the memory limit of every row")
     p.add_argument("--pipeline", default="async", choices=("async", "serial"))
     p.add_argument("--io-threads", type=int, default=4)
+    p.add_argument("--host-capacity", default="auto", help="cache.host_capacity of the conveyor rows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None)
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -75,9 +76,10 @@ def parse_args(argv=None):
 def overrides(args, scale: float, out_dir: str) -> list:
     return [f"data={args.data}", f"data.scale={scale}", f"data.root={args.data_root}", "model=sage",
             "model.hidden=256", f"sampler.fanouts=[{','.join(map(str, FANOUTS))}]", "trainer.batch_size=1024",
-            f"trainer.max_batches={args.batches}", "trainer.epochs=1", "trainer.progress=false", "run.device=cpu",
+            f"trainer.max_batches={args.batches}", "trainer.eval_batch_size=1024", "trainer.epochs=1",
+            "trainer.progress=false", "run.device=cpu",
             f"run.seed={args.seed}", f"pipeline={args.pipeline}", f"cache.io_threads={args.io_threads}",
-            f"run.out_dir={out_dir}"]
+            f"cache.host_capacity={args.host_capacity}", f"run.out_dir={out_dir}"]
 
 
 def conveyor_worker(args, scale: float) -> dict:
@@ -201,7 +203,7 @@ def run_row(args, row: str, limit: int) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
         command = [sys.executable, "-m", "benchmarks.out_of_core", "--worker", row, "--worker-scale", str(scale),
                    "--result", result.name, "--batches", str(args.batches), "--data-root", args.data_root,
-                   "--data", args.data,
+                   "--data", args.data, "--host-capacity", args.host_capacity,
                    "--pipeline", args.pipeline, "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
         load = os.getloadavg()[0]
         outcome = in_cgroup(command, limit, timeout=3600)
@@ -335,7 +337,8 @@ def report(result: dict) -> str:
     parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
              f"each row in a {a['cgroup']} memory cgroup", "",
              f"Command: `python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale "
-             f"{a['in_memory_scale']} --batches {a['batches']} --rounds {a['rounds']} --pipeline {a['pipeline']}`; "
+             f"{a['in_memory_scale']} --batches {a['batches']} --rounds {a['rounds']} --pipeline {a['pipeline']} "
+             f"--cgroup {a['cgroup']} --host-capacity {a['host_capacity']} --rows {a['rows']}`; "
              f"median (range) over {a['rounds']} interleaved rounds; load (1 min) before the runs: "
              f"{median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
     if "ooc_over_in_memory" in result:
