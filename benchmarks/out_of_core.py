@@ -94,10 +94,13 @@ def conveyor_worker(args, scale: float) -> dict:
         run = start_run(settings, LocalContext(settings))
         started = time.perf_counter() - start
         record = train_one_epoch(run, 1)
+        cache = getattr(run.source.source, "cache", None)  # serial: in this process
+        host = getattr(cache, "host", None)
         run.source.close()
-        log = (Path(out) / "run.log").read_text()
-    host = re.search(r"host tier ([\d,]+) nodes", log)
-    return {**record, "start_s": started, "host_nodes": int(host.group(1).replace(",", "")) if host else 0,
+        log = (Path(out) / "run.log").read_text()  # async: the loader stage's start-up line says it
+    said = re.search(r"host tier ([\d,]+) nodes", log)
+    host_nodes = host.static if host is not None else int(said.group(1).replace(",", "")) if said else 0
+    return {**record, "start_s": started, "host_nodes": host_nodes,
             "batches_per_s": record["batches"] / record["epoch_time_s"], "sampler": settings.sampler.name,
             "pipeline": settings.pipeline.name, "num_nodes": run.graph.num_nodes}
 
