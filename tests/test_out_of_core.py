@@ -105,6 +105,7 @@ def test_look_ahead_removes_the_misses_of_a_replayed_window(tmp_path):
         cache.release(ticket)
     s = cache.stats()
     assert (s["host_hits"], s["window_hits"], s["disk_rows"]) == (3, 8, 0)
+    assert s["disk_bytes"] == 5 * F * 2  # the prefetches' bytes, counted as their batches waited for them
     host = cache.host
     assert host.free_count == host.window_capacity and int((host.slot >= host.static).sum()) == 0
 

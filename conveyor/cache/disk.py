@@ -41,6 +41,7 @@ class DiskRows:
         self.fd: Optional[int] = None if self.path is None else os.open(self.path, os.O_RDONLY)
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lock = threading.Lock()
+        self.local = threading.local()
         self.counters = {"rows": 0, "bytes": 0, "reads": 0, "seconds": 0.0, "threads_used": 0}
 
     @property
@@ -58,6 +59,7 @@ class DiskRows:
             reads, nbytes, used = ids.numel(), ids.numel() * self.row_bytes, 1
         else:
             reads, nbytes, used = self._read_file(ids, out, gap_rows)
+        self.local.bytes = nbytes  # this thread's last read (HostTier counts its prefetches with it)
         with self._lock:  # the prefetching thread counts too
             c = self.counters
             c["rows"] += ids.numel()

@@ -54,7 +54,8 @@ class HostTier:
         self.tickets: "OrderedDict[int, tuple]" = OrderedDict()  # ticket -> (read, window slots held)
         self.next_ticket = 0
         self._prefetcher: Optional[ThreadPoolExecutor] = None
-        self.counters = {"host_hits": 0, "window_hits": 0, "disk_rows": 0, "prefetched_rows": 0}
+        self.settled: set = set()  # tickets whose bytes are counted
+        self.counters = {"host_hits": 0, "window_hits": 0, "disk_rows": 0, "prefetched_rows": 0, "disk_bytes": 0}
 
     def _fill(self, keep: Tensor) -> Tensor:
         """The static rows, read from disk in id order (sequential reads) into slots 0.."""
@@ -102,8 +103,17 @@ class HostTier:
         self.tickets[ticket] = (future, held)
         return ticket
 
-    def _read_window(self, ids: Tensor, taken: Tensor) -> None:
+    def _read_window(self, ids: Tensor, taken: Tensor) -> int:
+        """(In the prefetching thread) the rows into their window slots; the bytes read."""
         self.window.index_copy_(0, taken, self.disk.read(ids))
+        return self.disk.local.bytes
+
+    def _settle(self, ticket: int, future) -> None:
+        """Count a prefetch's bytes once its batch waits for it, so that each batch's counters
+        (BatchCost, taken around its gather) hold every byte read for it."""
+        if future is not None and ticket not in self.settled:
+            self.settled.add(ticket)
+            self.counters["disk_bytes"] += future.result()  # raises the read's error here
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._prefetcher is None:
@@ -115,15 +125,14 @@ class HostTier:
         for t, (future, _) in self.tickets.items():
             if ticket is not None and t > ticket:
                 break
-            if future is not None:
-                future.result()  # raises the read's error here
+            self._settle(t, future)
 
     def release(self, ticket: int) -> None:
         """The batch of `ticket` is gathered (or dropped): its window rows no other batch waiting
         needs go back to the free slots."""
-        future, held = self.tickets.pop(ticket)
-        if future is not None:
-            future.result()
+        self._settle(ticket, self.tickets[ticket][0])
+        _, held = self.tickets.pop(ticket)
+        self.settled.discard(ticket)
         self.refs.index_add_(0, held, torch.full_like(held, -1, dtype=torch.int32))
         done = held[self.refs[held] == 0]
         self.slot[self.owner[done]] = -1
@@ -152,6 +161,7 @@ class HostTier:
         if pos.numel():
             wanted, order = torch.sort(ids[pos])
             out[pos[order]] = self.disk.read(wanted)
+            self.counters["disk_bytes"] += self.disk.local.bytes
         c = self.counters
         c["host_hits"] += ids.numel() - n_window - pos.numel()
         c["window_hits"] += n_window
@@ -160,7 +170,7 @@ class HostTier:
 
     def stats(self) -> dict:
         d = self.disk.counters
-        return {**self.counters, "disk_bytes": d["bytes"], "disk_reads": d["reads"], "disk_read_s": d["seconds"],
+        return {**self.counters, "disk_reads": d["reads"], "disk_read_s": d["seconds"],
                 "io_threads_used": d["threads_used"], "host_nodes": self.static,
                 "host_bytes": self.static * self.row_bytes, "window_nodes": self.window_capacity,
                 "disk_from_file": self.disk.from_file}
