@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,18 +89,20 @@ def test_load_maps_every_file_read_only_nothing_copied(papers):
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["format"] == "conveyor-mapped-v1" and meta["num_edges"] == g.num_edges
     assert meta["fields"]["x"] == {"dtype": "float16", "shape": [g.num_nodes, 128]}
-    before = hashlib.md5((folder / "y.npy").read_bytes()).hexdigest()
-    written = Graph.load(folder)
-    written.y[:5] = 7  # copy-on-write: this map's own pages, never the file or another map
-    assert hashlib.md5((folder / "y.npy").read_bytes()).hexdigest() == before
-    assert torch.equal(g.y[:5], torch.from_numpy(np.load(folder / "y.npy")[:5])) and bool((written.y[:5] == 7).all())
+    perms = {line.split()[5]: line.split()[1] for line in Path("/proc/self/maps").read_text().splitlines()
+             if len(line.split()) == 6 and line.split()[5].startswith(str(folder))}
+    assert set(perms) == {str(folder / f"{name}.npy") for name in g.tensors()}
+    assert set(perms.values()) == {"r--s"}  # read-only and shared: no commit charge, whatever the size
 
 
 def test_any_chunking_and_thread_count_gives_the_same_files(tmp_path, monkeypatch):
     def build(name, chunk_blocks):
         writer = MappedWriter(tmp_path / name)
         writer.commit(**sp.write_graph(writer, sp.PapersModel(SCALE, 3), chunk_blocks))
-        return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in sorted((tmp_path / name).iterdir())}
+        files = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in sorted((tmp_path / name).iterdir())}
+        meta = json.loads((tmp_path / name / "meta.json").read_text())
+        meta.pop("build")  # each build's own id (the data fingerprint's, digest.py)
+        return {**files, "meta.json": meta}
 
     one = build("one", 1)
     monkeypatch.setattr("conveyor.partition.datasets.parallel.num_threads", lambda: 1)
@@ -185,3 +188,127 @@ def test_degree_counts_are_chunked_and_exact(papers, monkeypatch):
     monkeypatch.setattr("conveyor.partition.graph.DEGREE_CHUNK", 100_003)
     assert torch.equal(g.out_degree(), torch.bincount(g.indices.long(), minlength=g.num_nodes))
     assert max_gap(g.indptr) == int(g.in_degree().max())
+
+
+def write_papers100m_miniature(root: Path, n: int, num_edges: int, fortran: bool) -> dict:
+    """OGB's ogbn-papers100M files, its real names and formats (raw/data.npz compressed, node-label.npz
+    with NaN, split/time/*.csv.gz), for a small random graph with repeated edges and self loops."""
+    import gzip
+
+    rng = np.random.default_rng(5)
+    folder = root / "ogbn_papers100M"
+    (folder / "raw").mkdir(parents=True)
+    (folder / "split" / "time").mkdir(parents=True)
+    edge_index = rng.integers(0, n, (2, num_edges))
+    edge_index[:, :50] = edge_index[:, 50:100]  # repeated citations
+    edge_index[1, 100:120] = edge_index[0, 100:120]  # self loops
+    arrays = {"edge_index": np.asfortranarray(edge_index) if fortran else edge_index,
+              "node_feat": rng.standard_normal((n, 16), dtype=np.float32),
+              "node_year": rng.integers(1990, 2020, (n, 1)),
+              "num_nodes_list": np.array([n]), "num_edges_list": np.array([num_edges])}
+    np.savez_compressed(folder / "raw" / "data.npz", **arrays)
+    labels = rng.integers(0, 172, n).astype(np.float64)
+    labels[rng.random(n) < 0.9] = np.nan
+    np.savez_compressed(folder / "raw" / "node-label.npz", node_label=labels[:, None])
+    ids = rng.permutation(np.flatnonzero(~np.isnan(labels)))
+    splits = dict(zip(("train", "valid", "test"), np.split(ids, [len(ids) // 2, 3 * len(ids) // 4])))
+    for name, part in splits.items():
+        with gzip.open(folder / "split" / "time" / f"{name}.csv.gz", "wt") as f:
+            f.write("".join(f"{i}\n" for i in part))
+    return {**arrays, "labels": labels, **splits}
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+def test_papers100m_converts_ogbs_raw_files_streaming(tmp_path, monkeypatch, fortran):
+    from conveyor.partition.datasets import papers100m
+
+    monkeypatch.setattr(papers100m, "CHUNK", 1000)  # several chunks, segments, and rows of features
+    monkeypatch.setattr(papers100m, "SEGMENT", 3000)
+    raw = write_papers100m_miniature(tmp_path, n=2000, num_edges=9000, fortran=fortran)
+    graph = load_dataset("papers100m", root=tmp_path)
+    ei = torch.from_numpy(raw["edge_index"])
+    expected = Graph.from_edge_index(torch.cat([ei, ei.flip(0)], 1), 2000)  # PyG's ToUndirected, repeats merged
+    assert torch.equal(graph.indptr, expected.indptr) and torch.equal(graph.indices, expected.indices)
+    assert graph.indices.dtype == torch.int32 and graph.num_edges < 18_000
+    assert torch.equal(graph.x, torch.from_numpy(raw["node_feat"].astype(np.float16)))
+    assert torch.equal(graph.node_attrs["year"], torch.from_numpy(raw["node_year"][:, 0].astype(np.int16)))
+    labels = np.where(np.isnan(raw["labels"]), -1, raw["labels"]).astype(np.int64)
+    assert torch.equal(graph.y, torch.from_numpy(labels)) and graph.num_classes == 172
+    for split, name in (("train", "train"), ("val", "valid"), ("test", "test")):
+        assert torch.equal(getattr(graph, f"{split}_idx"), torch.from_numpy(raw[name]))
+    folder = tmp_path / "ogbn_papers100M" / "conveyor"
+    maps = file_maps()
+    assert all(file_offset(maps, t)[0] == str(folder / f"{name}.npy") for name, t in graph.tensors().items())
+
+
+def test_papers100m_damaged_raw_files_are_named(tmp_path):
+    raw = write_papers100m_miniature(tmp_path, n=300, num_edges=1000, fortran=False)
+    bad = dict(raw, edge_index=raw["edge_index"] + 300)
+    arrays = {k: bad[k] for k in ("edge_index", "node_feat", "node_year", "num_nodes_list", "num_edges_list")}
+    np.savez(tmp_path / "ogbn_papers100M" / "raw" / "data.npz", **arrays)
+    with pytest.raises(ConveyorError, match="node ids outside 0..299"):
+        load_dataset("papers100m", root=tmp_path)
+    assert not (tmp_path / "ogbn_papers100M" / "conveyor").exists()
+    (tmp_path / "ogbn_papers100M" / "raw" / "node-label.npz").unlink()
+    np.savez(tmp_path / "ogbn_papers100M" / "raw" / "data.npz", **{k: v for k, v in arrays.items() if k != "node_feat"})
+    with pytest.raises(ConveyorError, match="cannot read 'node_feat'"):
+        load_dataset("papers100m", root=tmp_path)
+
+
+CGROUP = Path("/sys/fs/cgroup/memory")
+CGROUP_SCALE, CGROUP_LIMIT = 0.015, 340 * 2**20  # 1.67M nodes, 24.2M edges: 388 MB as int64 pairs, 565 MB of files
+
+
+@pytest.mark.skipif(not (CGROUP / "memory.limit_in_bytes").exists() or os.geteuid() != 0,
+                    reason="needs a cgroup v1 memory controller, as root")
+def test_the_build_runs_inside_a_memory_cgroup_smaller_than_its_edges(tmp_path):
+    """The edges alone, as an in-memory build holds them (int64 pairs: 388 MB), and the files it
+    writes (565 MB) are larger than the cgroup's limit (340 MiB): the build streams."""
+    size = sp.sizes(CGROUP_SCALE)
+    assert 16 * size["edges"] > CGROUP_LIMIT and sp.build_bytes(CGROUP_SCALE)["disk"] > CGROUP_LIMIT
+    group = CGROUP / f"conveyor-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(CGROUP_LIMIT))
+        code = f"from conveyor.partition.datasets import load_dataset; load_dataset('synthetic_papers', " \
+               f"root={str(tmp_path)!r}, scale={CGROUP_SCALE})"
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO,
+                              preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+        peak = int((group / "memory.max_usage_in_bytes").read_text())
+    finally:
+        group.rmdir()
+    assert done.returncode == 0 and peak <= CGROUP_LIMIT
+    folder = folder_of(tmp_path, CGROUP_SCALE, 0)
+    assert sum(p.stat().st_size for p in folder.iterdir()) > CGROUP_LIMIT
+    graph = Graph.load(folder)
+    assert graph.num_nodes == size["nodes"] and abs(graph.num_edges - size["edges"]) < 0.01 * size["edges"]
+
+
+def test_samplers_draw_from_the_mapped_csc_in_place(papers):
+    from conveyor.samplers.bsp import BSPSampler
+    from conveyor.samplers.fused import has_parallel_edges
+
+    _, g = papers
+    sampler = BSPSampler(g, [5, 3], seed=0)
+    assert sampler.indices.data_ptr() == g.indices.data_ptr() and sampler.indptr.data_ptr() == g.indptr.data_ptr()
+    batch = sampler.sample(g.train_idx[:64])
+    src, dst = batch.edge_index_per_hop[0]
+    pos = batch.edge_pos_per_hop[0]
+    assert torch.equal(batch.n_id[src], g.indices[pos].long())  # each drawn edge is the graph's own
+    assert not has_parallel_edges(g) and not has_parallel_edges(g, chunk=1000)
+    doubled = Graph.from_edge_index(torch.tensor([[0, 1, 1, 2], [1, 2, 2, 0]]), 3, dedup=False)
+    assert all(has_parallel_edges(doubled, chunk) for chunk in (1, 2, 3))
+
+
+def test_a_mapped_build_is_fingerprinted_by_its_build_not_its_rows(tmp_path):
+    from conveyor.partition.digest import MAPPED_VERSION, contents_digest, same_contents
+
+    first = load_dataset("synthetic_papers", root=tmp_path, scale=SCALE, seed=3)
+    digest = contents_digest(first)
+    assert digest.startswith(MAPPED_VERSION) and contents_digest(Graph.load(folder_of(tmp_path))) == digest
+    converted = Graph.load(folder_of(tmp_path))
+    converted.x = converted.x.float()  # no longer the build's file: every row is hashed
+    assert not contents_digest(converted).startswith(MAPPED_VERSION)
+    (folder_of(tmp_path) / "stamp.txt").write_text("another version")  # rebuilt: another build
+    again = load_dataset("synthetic_papers", root=tmp_path, scale=SCALE, seed=3)
+    assert not same_contents(again, digest) and same_contents(again, contents_digest(again))

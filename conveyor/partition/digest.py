@@ -9,7 +9,10 @@ It identifies a graph wherever one must be recognised: a dataset's cache (partit
 common.py), a partitioning (partition/partitioner.py) and a checkpoint's data (trainer/outputs/
 fingerprint.py). Its value starts with `DIGEST_VERSION`; one recorded without it is the earlier
 digest (`sampled_digest`: every edge, 65,536 evenly spaced feature rows), which `same_contents`
-still reads, so caches and partitionings written before stay valid and are not rebuilt.
+still reads, so caches and partitionings written before stay valid and are not rebuilt. A graph
+that is exactly the files of a mapped build (a graph larger than memory, partition/mapped.py) is
+identified by the build's own id instead (`MAPPED_VERSION`): a rebuild gets another id, and a run
+does not read tens of GB to start.
 """
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ import torch
 from torch import Tensor
 
 from conveyor.partition.graph import Graph
+from conveyor.partition.mapped import build_of
 
 DIGEST_VERSION = "rows-v1:"  # every row of every array (a digest without it sampled x's rows)
+MAPPED_VERSION = "mapped-build-v1:"  # a mapped build's identity (its folder and build id), not its rows
 PIECE_BYTES = 1 << 26  # hashed by one thread: 64 MiB of rows. Part of the digest: a change needs a new version
 CHUNK_BYTES = 1 << 22  # fed to hashlib at once (a contiguous copy only of a non-contiguous chunk)
 X_ROWS_SAMPLED = 1 << 16  # the earlier digest's feature rows (evenly spaced)
@@ -32,7 +37,7 @@ X_ROWS_SAMPLED = 1 << 16  # the earlier digest's feature rows (evenly spaced)
 def same_contents(graph: Graph, recorded: str, digest: str | None = None) -> bool:
     """Whether `recorded` (a digest written with a cache, partitioning or checkpoint) is `graph`'s,
     in whichever form it was written; `digest`: graph's `contents_digest`, if already taken."""
-    if recorded.startswith(DIGEST_VERSION):
+    if recorded.startswith((DIGEST_VERSION, MAPPED_VERSION)):
         return (digest or contents_digest(graph)) == recorded
     return sampled_digest(graph) == recorded
 
@@ -40,7 +45,11 @@ def same_contents(graph: Graph, recorded: str, digest: str | None = None) -> boo
 def contents_digest(graph: Graph, threads: int | None = None) -> str:
     """A digest of every row of every tensor of `graph` (with its name, dtype and shape), and of
     its node, edge and class counts. `threads`: how many pieces are hashed at once (default: the
-    cores this process may use)."""
+    cores this process may use). A graph that is exactly the files of a mapped build (mapped.py)
+    is identified by that build instead: hashing tens of GB would take minutes."""
+    build = build_of(graph.tensors())
+    if build is not None:
+        return MAPPED_VERSION + hashlib.blake2b(build.encode(), digest_size=16).hexdigest()
     tensors = sorted(graph.tensors().items())
     pieces = [(t, start, stop) for _, t in tensors for start, stop in row_pieces(t)]
     with ThreadPoolExecutor(threads or len(os.sched_getaffinity(0))) as pool:

@@ -30,7 +30,8 @@ class DataSettings(Section):
         "pubmed": "Planetoid pubmed, standard public split. Offline: conveyor prepare planetoid --root <root>",
         "arxiv": "ogbn-arxiv (OGB official split); downloaded by ogb into root when online.",
         "products": "ogbn-products (OGB official split); downloaded by ogb into root when online (~1.4 GB).",
-        "papers100m": "ogbn-papers100M (OGB official split); ~57 GB download, needs ~100 GB of host memory.",
+        "papers100m": "ogbn-papers100M (OGB official split); ~57 GB download, converted streaming into memory-mapped "
+                      "files (~43 GB; the conversion needs a few GiB of memory).",
         "custom": "Your own graph: data.path=DIR holding edge_index, x, y, train_idx, val_idx, test_idx (.npy "
                   "or .pt). The format: partition/datasets/custom.py.",
         "memory": "A graph handed over in Python: conveyor.fit(graph_or_data, ...) (conveyor/fit.py). Nothing "

@@ -18,12 +18,14 @@ from torch import Tensor
 
 from conveyor.core.file_maps import file_maps, file_offset
 from conveyor.partition import Graph
+from conveyor.partition.mapped import read_only_tensor
 from conveyor.pipeline.shm import check_shm_room, shared_bytes, shm_shortfall
 
 
 @dataclass(frozen=True)
 class FileSlice:
-    """Where a file-mapped tensor's bytes are: mapped again (copy-on-write, read-only open) by `open`."""
+    """Where a file-mapped tensor's bytes are: mapped again, read-only, by `open` (a stage never
+    writes its graph)."""
     path: str
     offset: int
     dtype: torch.dtype
@@ -31,8 +33,8 @@ class FileSlice:
 
     def open(self) -> Tensor:
         count = int(np.prod(self.shape)) * self.dtype.itemsize
-        raw = np.memmap(self.path, dtype=np.uint8, mode="c", offset=self.offset, shape=(count,))
-        return torch.from_numpy(raw).view(self.dtype).view(self.shape)
+        raw = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self.offset, shape=(count,))
+        return read_only_tensor(raw).view(self.dtype).view(self.shape)
 
 
 @dataclass

@@ -407,13 +407,18 @@ class FusedSampler:
                             [empty for _ in self.fanouts])
 
 
-def has_parallel_edges(graph: Graph) -> bool:
+def has_parallel_edges(graph: Graph, chunk: int = 1 << 24) -> bool:
     """Whether some node has two in-edges from the same source (a graph built with dedup=False):
-    CSC rows are sorted by source, so they sit side by side within a row."""
-    same = graph.indices[1:] == graph.indices[:-1]  # positions p and p + 1 share a source
-    starts = graph.indptr[1:-1]
-    same[starts[(starts > 0) & (starts < graph.num_edges)] - 1] = False  # p + 1 opens another row
-    return bool(same.any())
+    CSC rows are sorted by source, so they sit side by side within a row. A chunk of positions at
+    a time: no edge-long temporary for a memory-mapped graph."""
+    for start in range(0, max(graph.num_edges - 1, 0), chunk):
+        stop = min(start + chunk, graph.num_edges - 1)
+        same = graph.indices[start + 1:stop + 1] == graph.indices[start:stop]  # positions p and p + 1
+        first, last = (int(torch.searchsorted(graph.indptr, v, right=r)) for v, r in ((start + 1, False), (stop, True)))
+        same[graph.indptr[first:last] - 1 - start] = False  # p + 1 opens another row
+        if bool(same.any()):
+            return True
+    return False
 
 
 def canonical_order(batch: SampledBatch, num_nodes: int, parallel_edges: bool = False) -> SampledBatch:

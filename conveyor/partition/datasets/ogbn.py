@@ -4,7 +4,8 @@
 The first load converts ogb's arrays into a `Graph` and saves it at `<root>/<ogbn_dir>/conveyor/`;
 later loads open that memory-mapped, without ogb. arxiv and papers100M (citation graphs) are made
 undirected, as in PyG's examples; products is used as given (ogb already stores both
-directions). papers100M's unlabelled nodes (NaN) get label -1.
+directions). papers100M is converted from its raw files without ogb, streaming, into the mapped
+layout (papers100m.py: a graph larger than memory); ogb only downloads it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import csv
 import importlib.util
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ import numpy as np
 from conveyor.core.errors import ConveyorError
 from conveyor.core.extras import require_extra
 from conveyor.partition.datasets.common import as_tensor, cached, finish, reachable, symmetrise
+from conveyor.partition.datasets.papers100m import DATA, load_papers100m
 from conveyor.partition.graph import Graph
 
 # our name -> (ogb name, make undirected)
@@ -134,20 +137,42 @@ def is_converted(name: str, root: str | Path) -> bool:
 
 def check_ogb_installed(name: str, root: str | Path) -> None:
     """Name the `conveyor[ogb]` extra before any work where loading `name` would need it."""
-    if not is_converted(name, root):
+    if not is_converted(name, root) and not (name == "papers100m" and (ogb_folder(name, root) / DATA).exists()):
         require_extra("ogb", f"the OGB dataset {OGB_NAMES[name][0]}")
 
 
-def load_ogb(name: str, root: str | Path) -> Graph:
+def load_ogb(name: str, root: str | Path):
     ogb_name, _ = OGB_NAMES[name]
     folder = ogb_folder(name, root)
+    if name == "papers100m":
+        if not is_converted(name, root) and not (folder / DATA).exists():
+            _download(ogb_name, _meta(ogb_name), Path(root), folder)
+        return load_papers100m(folder)
     if not is_converted(name, root):
         meta = _meta(ogb_name)
         if not _has_copy(folder, meta) and not reachable(meta["url"]):
-            raise ConveyorError(
-                f"{ogb_name} is not in {folder} and {meta['url']} is unreachable. Download that "
-                f"zip elsewhere, unzip it into {Path(root)} and rename the folder it makes "
-                f"('{meta['download_name']}') to {folder.name}, so that {folder / 'raw'} and "
-                f"{folder / 'split'} exist; or point data.root at a directory that holds it.")
+            raise _unreachable(ogb_name, folder, meta, Path(root))
     graph = cached(folder / "conveyor", lambda: _build(name, Path(root), folder), stamp=ogb_name)
     return finish(graph, name, graph.num_classes)
+
+
+def _unreachable(ogb_name: str, folder: Path, meta: dict, root: Path) -> ConveyorError:
+    return ConveyorError(
+        f"{ogb_name} is not in {folder} and {meta['url']} is unreachable. Download that "
+        f"zip elsewhere, unzip it into {root} and rename the folder it makes "
+        f"('{meta['download_name']}') to {folder.name}, so that {folder / 'raw'} and "
+        f"{folder / 'split'} exist; or point data.root at a directory that holds it.")
+
+
+def _download(ogb_name: str, meta: dict, root: Path, folder: Path) -> None:
+    """OGB's zip into `folder`, as ogb lays it out (only the download: papers100m.py converts it)."""
+    if not reachable(meta["url"]):
+        raise _unreachable(ogb_name, folder, meta, root)
+    from ogb.utils.url import download_url, extract_zip
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = download_url(meta["url"], str(root))
+    extract_zip(path, str(root))
+    os.unlink(path)
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.move(str(root / meta["download_name"]), str(folder))

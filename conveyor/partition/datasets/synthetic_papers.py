@@ -203,13 +203,13 @@ def write_graph(writer: MappedWriter, model: PapersModel, chunk_blocks: int = CH
 
 
 def build_bytes(scale: float) -> dict:
-    """What building at `scale` takes: memory (the node-level draws, a chunk of work per thread)
+    """What building at `scale` takes: memory (the node-level draws, a block of work per thread)
     and disk (every file)."""
     size = sizes(scale)
     n, edges, labelled = size["nodes"], size["edges"], size["train"] + size["val"] + size["test"]
-    per_chunk = CHUNK_BLOCKS * BLOCK * (NUM_FEATURES * 6 + 40 * edges / max(n, 1)) + 64 * 2**20
+    per_block = BLOCK * (NUM_FEATURES * 6 + 40 * edges / max(n, 1))  # float32 rows, float16 copy; keys, sorts
     memory = {"for the node-level draws": NODE_BYTES * n + 8 * n,  # + the permutation's int64 moment
-              "for the blocks in work": 2 * num_threads() * per_chunk}
+              "for the blocks in work": num_threads() * per_block + 32 * 2**20}  # a thread works a block at a time
     disk = 4 * edges + 8 * (n + 1) + 2 * NUM_FEATURES * n + 8 * n + 2 * n + 8 * labelled
     return {"memory": memory, "disk": int(disk * 1.02)}  # the drawn edge count varies by ~0.1%
 
