@@ -191,14 +191,20 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     edges = edge_spec(model, graph)
     if edges:  # the console's start-up stays short: the line where the run reads some
         log.info("edge features: %s", ", ".join(edges.edge))
-    plan = ctx.seed_plan(settings.run.seed) if link is None else link.seed_plan(ctx, settings.run.seed)
-    plan = limited(plan, trainer.max_batches)
-    if trainer.max_batches is not None:
-        log.info("trainer.max_batches=%d: %d of the epoch's batches", trainer.max_batches, len(plan))
+    plan = epoch_plan(settings, ctx, link)
     source = build_loader(settings, graph, plan, ctx.device, recorder, model,
                           None if link is None else link.sampler(ctx.device))
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best, data=data, link=link, metric=metric)
+
+
+def epoch_plan(settings: TrainingSettings, ctx, link) -> SeedPlan:
+    """The context's (or the link task's) seed plan, cut to trainer.max_batches batches an epoch."""
+    plan = ctx.seed_plan(settings.run.seed) if link is None else link.seed_plan(ctx, settings.run.seed)
+    plan = limited(plan, settings.trainer.max_batches)
+    if settings.trainer.max_batches is not None:
+        log.info("trainer.max_batches=%d: %d of the epoch's batches", settings.trainer.max_batches, len(plan))
+    return plan
 
 
 def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn.Module:
