@@ -278,8 +278,9 @@ def test_on_the_host_the_cache_reads_the_graphs_features_in_place(capacity):
         cache.gather(torch.tensor([1, 6]))
 
 
-def test_a_cache_in_another_dtype_holds_its_own_converted_features():
+def test_a_cache_in_another_dtype_converts_each_gather_never_the_whole_matrix():
     graph = hand_graph()
     cache = build_cache("degree", graph, capacity=0.5, dtype="bfloat16")
-    assert cache.features.data_ptr() != graph.x.data_ptr() and cache.copied_bytes == 0
+    assert cache.features.data_ptr() == graph.x.data_ptr() and cache.copied_bytes == 0
+    assert cache.dtype == torch.bfloat16 and cache.row_bytes == 4 * 2
     assert torch.equal(cache.gather(torch.tensor([4, 1])), graph.x[[4, 1]].bfloat16())

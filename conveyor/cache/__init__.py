@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import torch
 
 from conveyor.cache.feature_cache import FeatureCache
+from conveyor.cache.host_budget import host_tier
 from conveyor.cache.options import capacity_to_nodes, parse_bytes, parse_capacity, parse_dtype
 from conveyor.cache.policies import POLICIES, policy_ranking
 from conveyor.cache.protocol import FeatureRecipe, FeatureSource
@@ -62,23 +63,28 @@ require_own_name(__name__, "conveyor.cache")
 
 
 def build_cache(policy: str, graph: Graph, capacity="auto", device="cpu", dtype=None,
-                reserve="1GiB", prefetch=0, ranking=None, trace=None, seed: int = 0
-                ) -> FeatureCache:
+                reserve="1GiB", prefetch=0, ranking=None, trace=None, seed: int = 0,
+                host_capacity=0, io_threads: int = 4, lookahead: int = 0) -> FeatureCache:
     """A FeatureCache over graph.x; see the module docstring for the arguments."""
     x = _check_features(graph)
     kind, value = parse_capacity(capacity)
     reserve, prefetch = parse_bytes(reserve, "cache.reserve"), parse_bytes(prefetch, "cache.prefetch")
-    dtype = parse_dtype(dtype, x.dtype)
+    dtype = parse_dtype(dtype, x.dtype)  # x stays as it is: converted per gather, never whole
     device = resolve_device(device)
     order = policy_ranking(policy, graph, ranking=ranking, trace=trace, seed=seed)
-    features = x if x.dtype == dtype else x.to(dtype)  # converted once, here
-    cache = FeatureCache(features, order, device, policy, auto=kind == "auto", reserve=reserve,
-                         prefetch=prefetch)
+    device_rows = 0 if kind == "auto" else capacity_to_nodes(kind, value, graph.num_nodes, x.size(1) * dtype.itemsize)
+    host = host_tier(x, order, device, host_capacity, io_threads, device_rows)
+    tiered_cpu = host is not None and device.type != "cuda"  # on CPU the host tier is the cache
+    cache = FeatureCache(x, None if tiered_cpu else order, device, policy, auto=kind == "auto" and not tiered_cpu,
+                         reserve=reserve, prefetch=prefetch, dtype=dtype, host=host)
+    cache.lookahead = int(lookahead) if host is not None else 0
+    if tiered_cpu:
+        return cache
     if kind == "auto":
         if device.type != "cuda":
             cache.fit_to_free_memory()
     else:
-        cache.resize(capacity_to_nodes(kind, value, graph.num_nodes, cache.row_bytes))
+        cache.resize(device_rows)
     return cache
 
 
@@ -112,7 +118,8 @@ class CacheSpec:
             return build_typed_cache(c.policy, graph, capacity=c.capacity, device=device, dtype=c.dtype,
                                      reserve=c.reserve, prefetch=c.prefetch, seed=self.seed)
         return build_cache(c.policy, graph, capacity=c.capacity, device=device, dtype=c.dtype,
-                           reserve=c.reserve, prefetch=c.prefetch, seed=self.seed)
+                           reserve=c.reserve, prefetch=c.prefetch, seed=self.seed, host_capacity=c.host_capacity,
+                           io_threads=c.io_threads, lookahead=c.lookahead)
 
 
 __all__ = ["POLICIES", "CacheSettings", "CacheSpec", "FeatureCache", "FeatureRecipe", "FeatureSource", "build_cache"]

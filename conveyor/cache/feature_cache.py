@@ -26,16 +26,20 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from conveyor.cache.host_tier import HostTier, HostTierReads
 from conveyor.cache.memory import cache_budget
 from conveyor.core import ConveyorError
 
 FILL_CHUNK_BYTES = 64 << 20  # fill the cache in pieces, so no full-size copy sits in host memory
 
 
-class FeatureCache:
+class FeatureCache(HostTierReads):
     def __init__(self, features: Tensor, ranking: Optional[Tensor], device: torch.device,
-                 policy: str, auto: bool = False, reserve: int = 0, prefetch: int = 0):
-        self.features = features  # host, in the cache's dtype
+                 policy: str, auto: bool = False, reserve: int = 0, prefetch: int = 0,
+                 dtype: Optional[torch.dtype] = None, host: Optional[HostTier] = None):
+        self.features = features  # host, in its own dtype (float16 on disk, say): converted per gather
+        self._dtype = features.dtype if dtype is None else dtype
+        self.host = host  # the host tier over on-disk features (host_tier.py); None: read in place
         self.ranking = ranking  # node ids, best first (None: cache nothing)
         self.device = device
         self.policy = policy
@@ -59,12 +63,12 @@ class FeatureCache:
         return self.features.size(1)
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self.features.dtype
+    def dtype(self) -> torch.dtype:  # what gather returns: cache.dtype, else the features'
+        return self._dtype
 
     @property
     def row_bytes(self) -> int:
-        return self.feature_dim * self.features.element_size()
+        return self.feature_dim * self._dtype.itemsize
 
     @property
     def capacity_nodes(self) -> int:
@@ -112,7 +116,7 @@ class FeatureCache:
         rows = torch.empty(k, self.feature_dim, dtype=self.dtype, device=self.device)
         step = max(1, FILL_CHUNK_BYTES // max(self.row_bytes, 1))
         for start in range(0, k, step):
-            rows[start:start + step] = self.features.index_select(0, keep[start:start + step])
+            rows[start:start + step] = self.features.index_select(0, keep[start:start + step])  # converts
         self.rows = rows
         return k
 
@@ -136,41 +140,41 @@ class FeatureCache:
         return k
 
     # -- lookup ---------------------------------------------------------------------------------
-    def gather(self, n_id, out: Optional[Tensor] = None) -> Tensor:
+    def gather(self, n_id, out: Optional[Tensor] = None, ticket: Optional[int] = None) -> Tensor:
         """features[n_id] on the device, in the cache's dtype, whatever is cached; written into
-        `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given."""
-        start = time.perf_counter()
-        ids = checked_ids(n_id, self.device)
+        `out` (contiguous, [len(n_id), feature_dim], that dtype, on the device) if given; `ticket`:
+        look_ahead(n_id)'s, whose reads it waits for (None: every prefetch's)."""
+        start, ids = time.perf_counter(), checked_ids(n_id, self.device)
         n, hits = ids.numel(), 0
         if out is not None and (out.shape != (n, self.feature_dim) or out.dtype != self.dtype
                                 or out.device != self.rows.device or not out.is_contiguous()):
             raise ValueError(f"gather: out must be a contiguous {(n, self.feature_dim)} {self.dtype} "
                              f"tensor on {self.rows.device}, got {tuple(out.shape)} {out.dtype} on {out.device}")
         if self.shares_features:
-            return self._gather_shared(ids, out, start)
+            return self._gather_shared(ids, out, start, ticket)
         if self.slot is not None and n:
             valid = (ids >= 0) & (ids < self.num_nodes)  # invalid ids become misses, which are
             slots = self.slot[ids.clamp(0, self.num_nodes - 1)].masked_fill_(~valid, -1)  # checked
             miss_pos = (slots < 0).nonzero().squeeze(1)
             hits = n - miss_pos.numel()
         if hits == 0:
-            out = self._from_host(ids, out)
+            out = self._from_host(ids, out, ticket)
         else:
             # One gather on the device for the hits (misses borrow slot 0 for now), then the
             # misses, gathered on the host and copied in one transfer, overwrite their rows.
             out = torch.index_select(self.rows, 0, slots.clamp(min=0), out=out)
             if hits < n:
-                rows = self._host_rows(ids[miss_pos])
+                rows = self._host_rows(ids[miss_pos], ticket)
                 out.index_copy_(0, miss_pos, rows.to(self.device, non_blocking=True))
         if self.on_cuda:
             torch.cuda.current_stream(self.device).synchronize()
         self.counters.record(hits, n - hits, time.perf_counter() - start, self.row_bytes)
         return out
 
-    def _gather_shared(self, ids: Tensor, out: Optional[Tensor], start: float) -> Tensor:
-        """On the host: every row read from the shared features; the hits counted by the slot map."""
+    def _gather_shared(self, ids: Tensor, out: Optional[Tensor], start: float, ticket: Optional[int]) -> Tensor:
+        """On the host: every row read from the shared features or the host tier; hits by the slot map."""
         ids = self._host_ids(ids)
-        out = torch.index_select(self.features, 0, ids, out=out)
+        out = self._read_rows(ids, out, ticket)
         hits = 0 if self.slot is None or not ids.numel() else int(
             torch.count_nonzero(self.slot.index_select(0, ids) >= 0))
         self.counters.record(hits, ids.numel() - hits, time.perf_counter() - start, self.row_bytes)
@@ -185,18 +189,17 @@ class FeatureCache:
                 f"the batch and the cached features must come from the same graph or partition.")
         return ids
 
-    def _host_rows(self, ids: Tensor) -> Tensor:
+    def _host_rows(self, ids: Tensor, ticket: Optional[int] = None) -> Tensor:
         """features[ids] in the reused staging buffer (pinned on CUDA, so one DMA moves it)."""
         ids = self._host_ids(ids)
-        buffer = self._staging_rows(ids.numel())
-        return torch.index_select(self.features, 0, ids, out=buffer)
+        return self._read_rows(ids, self._staging_rows(ids.numel()), ticket)
 
-    def _from_host(self, ids: Tensor, out: Optional[Tensor]) -> Tensor:
+    def _from_host(self, ids: Tensor, out: Optional[Tensor], ticket: Optional[int] = None) -> Tensor:
         """features[ids] on the device, in `out` or a new tensor (every id a miss)."""
         if self.on_cuda:
-            rows = self._host_rows(ids)
+            rows = self._host_rows(ids, ticket)
             return rows.to(self.device, non_blocking=True) if out is None else out.copy_(rows, non_blocking=True)
-        return torch.index_select(self.features, 0, self._host_ids(ids), out=out)  # never the staging buffer
+        return self._read_rows(self._host_ids(ids), out, ticket)  # never the staging buffer
 
     def _staging_rows(self, k: int) -> Tensor:
         # Reused between batches: pinning is slow, and on CPU fresh pages cost page faults. Safe
@@ -210,12 +213,15 @@ class FeatureCache:
     def reset_stats(self) -> None:
         """Start a new epoch's counters."""
         self.counters.reset()
+        if self.host is not None:
+            self.host.reset_stats()
 
     def stats(self) -> dict:
-        """Counters since the last reset_stats(), plus the cache's size (all numbers)."""
-        return {**self.counters.totals(), "capacity_nodes": self.capacity_nodes, "cached_bytes": self.cached_bytes,
-                "copied_bytes": self.copied_bytes, "map_bytes": self.map_bytes,
-                "capacity_fraction": self.capacity_nodes / max(self.num_nodes, 1)}
+        """Counters since the last reset_stats(), the cache's size; a host tier's too (tier_stats)."""
+        stats = {**self.counters.totals(), "capacity_nodes": self.capacity_nodes, "cached_bytes": self.cached_bytes,
+                 "copied_bytes": self.copied_bytes, "map_bytes": self.map_bytes, "capacity_fraction":
+                 self.capacity_nodes / max(self.num_nodes, 1)}
+        return stats if self.host is None else {**stats, **tier_stats(stats, self.host.stats())}
 
     def last_batch_stats(self) -> dict:
         """hits, misses, hit_ratio, bytes_from_host, bytes_from_cache, gather_time_s of the last
@@ -226,8 +232,7 @@ class FeatureCache:
         return (f"FeatureCache({self.policy}: {self.capacity_nodes:,}/{self.num_nodes:,} nodes, "
                 f"{self.cached_bytes / 2**20:.1f} MiB of {self.dtype} on {self.device}"
                 f"{', read in place' if self.shares_features and self.capacity_nodes else ''}"
-                f"{', auto' if self.auto else ''})")
-
+                f"{', auto' if self.auto else ''}){'' if self.host is None else '; ' + self.host.describe()}")
 
 def checked_ids(n_id, device: torch.device) -> Tensor:
     """`n_id` as int64 node ids on `device`, or the error naming what it is instead."""
@@ -259,6 +264,16 @@ class GatherCounters:
 
     def totals(self) -> dict:
         return {**self._total, "hit_ratio": _ratio(self._total["hits"], self._total["misses"])}
+
+
+def tier_stats(device: dict, host: dict) -> dict:
+    """The share of the rows each tier served: device (hits), host (its static rows), window
+    (prefetched from disk ahead), disk (read when gathered); with the host tier's counters."""
+    seen = device["hits"] + device["misses"]
+    return {**host, "device_hit_ratio": _ratio(device["hits"], seen - device["hits"]),
+            "host_hit_ratio": host["host_hits"] / seen if seen else 0.0,
+            "window_hit_ratio": host["window_hits"] / seen if seen else 0.0,
+            "disk_ratio": host["disk_rows"] / seen if seen else 0.0}
 
 
 def _ratio(hits: int, misses: int) -> float:

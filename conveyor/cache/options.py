@@ -43,8 +43,8 @@ def parse_bytes(value, what: str = "size") -> int:
 Capacity = Union[float, int, str]
 
 
-def parse_capacity(capacity: Capacity) -> tuple[str, float]:
-    """('auto', 0) | ('fraction', f in [0, 1]) | ('bytes', n)."""
+def parse_capacity(capacity: Capacity, what: str = "cache.capacity") -> tuple[str, float]:
+    """('auto', 0) | ('fraction', f in [0, 1]) | ('bytes', n); `what`: the setting, for the error."""
     if isinstance(capacity, str):
         text = capacity.strip().lower()
         if text == "auto":
@@ -52,15 +52,15 @@ def parse_capacity(capacity: Capacity) -> tuple[str, float]:
         try:
             capacity = float(text)  # "0.2" from a command line
         except ValueError:
-            return "bytes", float(parse_bytes(capacity, "cache.capacity"))
+            return "bytes", float(parse_bytes(capacity, what))
     if isinstance(capacity, bool) or not isinstance(capacity, (int, float)):
-        raise ConveyorError(f"cache.capacity must be a fraction of the nodes in [0, 1], a byte size "
+        raise ConveyorError(f"{what} must be a fraction of the nodes in [0, 1], a byte size "
                             f"such as '2GiB', or 'auto'; got {capacity!r}.")
     if not (0.0 <= capacity <= 1.0):  # also rejects NaN
         raise ConveyorError(
-            f"cache.capacity={capacity!r} is outside [0, 1]: a number is the fraction of the nodes "
+            f"{what}={capacity!r} is outside [0, 1]: a number is the fraction of the nodes "
             f"whose features are cached (0.2 = 20%). For a size in bytes write it with a unit, e.g. "
-            f"cache.capacity=2GiB, or use cache.capacity=auto to fill the free device memory.")
+            f"{what}=2GiB, or use {what}=auto to fill the free memory.")
     return "fraction", float(capacity)
 
 

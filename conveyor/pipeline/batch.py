@@ -20,6 +20,11 @@ from conveyor.samplers import SampledBatch
 WARMUP_BATCHES = 3
 
 
+# a feature source's counter (stats()) -> the BatchCost field a gather's share of it goes to
+COUNTED = {"hits": "cache_hits", "misses": "cache_misses", "bytes_from_host": "bytes_from_host",
+           "host_hits": "host_hits", "window_hits": "window_hits", "disk_rows": "disk_rows", "disk_bytes": "disk_bytes"}
+
+
 @dataclass(frozen=True)
 class BatchCost:
     sample_s: float = 0.0
@@ -29,12 +34,15 @@ class BatchCost:
     cache_hits: int = 0
     cache_misses: int = 0
     bytes_from_host: int = 0
+    host_hits: int = 0  # the rows below the device tier (cache/host_tier.py): its static rows,
+    window_hits: int = 0  # the rows prefetched ahead,
+    disk_rows: int = 0  # the rows read from disk when gathered,
+    disk_bytes: int = 0  # and every byte read from disk meanwhile (the prefetches' too)
 
     def gathered(self, gather_s: float, cache_before: dict, cache_after: dict) -> "BatchCost":
         """This cost plus a gather's: its time and the cache counters it moved."""
-        hits, misses, host = (int(cache_after.get(k, 0)) - int(cache_before.get(k, 0))
-                              for k in ("hits", "misses", "bytes_from_host"))
-        return replace(self, gather_s=gather_s, cache_hits=hits, cache_misses=misses, bytes_from_host=host)
+        moved = {k: int(cache_after.get(k, 0)) - int(cache_before.get(k, 0)) for k in COUNTED}
+        return replace(self, gather_s=gather_s, **{field: moved[k] for k, field in COUNTED.items()})
 
     def plus_ipc(self, seconds: float, slot_bytes: int = 0) -> "BatchCost":
         return replace(self, ipc_s=self.ipc_s + seconds, slot_bytes=self.slot_bytes + slot_bytes)

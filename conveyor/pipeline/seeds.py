@@ -76,3 +76,28 @@ class EpochPlan:
     def __len__(self) -> int:
         n, b = self.nodes.numel(), self.batch_size
         return n // b if self.drop_last else -(-n // b)
+
+
+@dataclass(frozen=True)
+class LimitedPlan:
+    """The first `max_batches` batches of each epoch of `plan` (trainer.max_batches)."""
+    plan: SeedPlan
+    max_batches: int
+
+    @property
+    def nodes(self) -> Tensor:
+        return self.plan.nodes
+
+    def positions(self, epoch: int) -> List[Tensor]:
+        return self.plan.positions(epoch)[:self.max_batches]
+
+    def sampler_seed(self, epoch: int) -> int:
+        return self.plan.sampler_seed(epoch)
+
+    def __len__(self) -> int:
+        return min(len(self.plan), self.max_batches)
+
+
+def limited(plan: SeedPlan, max_batches: int | None) -> SeedPlan:
+    """`plan`, cut to `max_batches` batches an epoch (None: as it is)."""
+    return plan if max_batches is None else LimitedPlan(plan, int(max_batches))

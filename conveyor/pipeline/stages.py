@@ -31,6 +31,7 @@ import queue
 import sys
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -261,7 +262,7 @@ def run_loader(stage: Stage, graph) -> None:
     stage.send("ready", os.getpid(), "no features" if loader.cache is None else repr(loader.cache))
     while True:
         start = time.perf_counter()
-        message = stage.get(stage.spec.inbox)
+        message = loader.next_message()
         got = time.perf_counter()
         stage.control.add("loader_wait_ns", (got - start) * 1e9)
         stage.control.add("sampled_taken")
@@ -280,6 +281,33 @@ class Loader:
         self.labels = device_labels(graph.y, stage.device)  # once: each batch's labels are gathered there
         self.reader, self.writer = SlotReader(), SlotWriter(stage.device)
         self.unforwarded: dict = {}  # CPU: sampled slot -> grown buffers the trainer has not been sent yet
+        # Look-ahead (cache/host_tier.py): the sampled batches taken off the queue before their
+        # turn, whose rows the feature source reads meanwhile, and their tickets.
+        takes_tickets = callable(getattr(self.cache, "look_ahead", None))
+        self.lookahead = int(getattr(self.cache, "lookahead", 0)) if takes_tickets else 0
+        self.waiting: deque = deque()
+        self.tickets: dict = {}  # (job, index) -> the feature source's ticket
+
+    def next_message(self) -> BatchMessage:
+        """The next sampled batch: the oldest one looked at ahead, or the queue's next (waiting
+        for it); then the batches behind it, up to `lookahead`, are looked at."""
+        if not self.waiting:
+            self.waiting.append(self.look_at(self.stage.get(self.stage.spec.inbox)))
+        message = self.waiting.popleft()
+        while len(self.waiting) < self.lookahead:
+            try:
+                self.waiting.append(self.look_at(self.stage.spec.inbox.get_nowait()))
+            except queue.Empty:
+                break
+        return message
+
+    def look_at(self, message: BatchMessage) -> BatchMessage:
+        """Start reading the rows of a batch taken off the queue (with look-ahead on)."""
+        if self.lookahead and message.features and message.job == self.stage.control["job"]:
+            slot, sampled = message.slots["sampled"]
+            n_id = self.reader.unpack(slot, sampled)["n_id"]  # the slot is ours until load()
+            self.tickets[(message.job, message.index)] = self.cache.look_ahead(n_id)
+        return message
 
     def load(self, message: BatchMessage, got: float) -> None:
         """One sampled batch, taken off the queue at `got`: dropped if its job is over, else
@@ -289,8 +317,11 @@ class Loader:
         views = self.reader.unpack(sampled_slot, sampled)
         if stage.device.type == "cpu":
             self.unforwarded.setdefault(sampled_slot, {}).update(sampled["grown"])
+        ticket = self.tickets.pop((message.job, message.index), None)
         if message.job != control["job"]:  # a job the trainer stopped reading
             del views
+            if ticket is not None:
+                self.cache.release(ticket)
             stage.spec.inbox_free.put(sampled_slot)
             return
         if self.fit_pending and control["trained"] >= WARMUP_BATCHES:
@@ -299,7 +330,8 @@ class Loader:
         unpacked = time.perf_counter()
         slot = stage.acquire("ready")
         begin, written, before = time.perf_counter(), self.writer.bytes_written, feature_stats(self.cache)
-        packed = gather_into_slot(self, SampledBatch.from_tensors(views, message.counts), slot, message.features)
+        packed = gather_into_slot(self, SampledBatch.from_tensors(views, message.counts), slot, message.features,
+                                  ticket)
         synchronize(stage.device)
         del views  # the sampled slot now belongs to the trainer, which releases it
         cost = message.cost.gathered(time.perf_counter() - begin, before, feature_stats(self.cache))
@@ -322,14 +354,19 @@ class Loader:
         self.stage.spec.outbox.put(message)
 
 
-def gather_into_slot(loader: "Loader", batch: SampledBatch, slot: int, features: bool = True) -> dict:
+def gather_into_slot(loader: "Loader", batch: SampledBatch, slot: int, features: bool = True,
+                     ticket: Optional[int] = None) -> dict:
     """The batch's features (none: an x without rows), labels and other attributes (those the
-    loader has), gathered straight into `slot`'s buffers; the message part."""
+    loader has), gathered straight into `slot`'s buffers; the message part. `ticket`: the feature
+    source's for this batch's look-ahead, released once gathered."""
     message, cache, labels, writer = new_message(), loader.cache, loader.labels, loader.writer
     new = lambda name, shape, dtype: writer.buffer(slot, name, shape, dtype, message)
     if cache is not None:
         x = new("x", feature_shape(cache, batch.n_id) if features else (0, cache.feature_dim), cache.dtype)
-        if features:
+        if features and ticket is not None:
+            cache.gather(batch.n_id, out=x, ticket=ticket)
+            cache.release(ticket)
+        elif features:
             cache.gather(batch.n_id, out=x)
     if labels is not None:
         seed_labels(labels, batch, out=new("y", (batch.seeds.numel(), *labels.shape[1:]), labels.dtype))

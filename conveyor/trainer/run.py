@@ -20,17 +20,18 @@ import torch
 
 from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
+from conveyor.core.memory import gib
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.partition import Graph, is_typed
 from conveyor.pipeline import batch_source
-from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, stream_seed
+from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, limited, stream_seed
 from conveyor.samplers import SamplerSpec
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.link_task import METRIC as LINK_METRIC
 from conveyor.trainer.link_task import LinkTask
 from conveyor.trainer.loop.epoch import train_epoch
 from conveyor.trainer.loop.evaluation import split_figures
-from conveyor.trainer.loop.layerwise import layerwise_obstacle, resolve_inference
+from conveyor.trainer.loop.layerwise import layerwise_obstacle, resolve_inference, too_large_for_layerwise
 from conveyor.trainer.loop.link import train_link_epoch
 from conveyor.trainer.loop.loss import default_loss
 from conveyor.trainer.loop.precision import Precision, resolve_precision
@@ -174,8 +175,8 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
         check_same_data(state.get("data"), data, checkpoint_path(out_dir))
     model = run_model(settings, graph, model, link).to(ctx.device)
     encoder = model if link is None else model.encoder
-    inference = resolve_inference(trainer.inference, encoder)
-    log_model_choices(encoder, trainer.inference, inference)
+    inference = resolve_inference(trainer.inference, encoder, graph.num_nodes, trainer.layerwise_max_nodes)
+    log_model_choices(encoder, trainer, inference, graph)
     if link is None:
         check_validation_nodes(trainer, ctx, graph)
     optimizer = (make_optimizer or partial(torch.optim.Adam, lr=trainer.lr,
@@ -191,11 +192,20 @@ def start_run(settings: TrainingSettings, ctx, model=None, make_optimizer=None) 
     edges = edge_spec(model, graph)
     if edges:  # the console's start-up stays short: the line where the run reads some
         log.info("edge features: %s", ", ".join(edges.edge))
-    plan = ctx.seed_plan(settings.run.seed) if link is None else link.seed_plan(ctx, settings.run.seed)
+    plan = epoch_plan(settings, ctx, link)
     source = build_loader(settings, graph, plan, ctx.device, recorder, model,
                           None if link is None else link.sampler(ctx.device))
     return Run(settings, ctx, out_dir, graph, model, ctx.wrap(model), optimizer, scheduler, inference,
                recorder, source, precision, start_epoch, best, data=data, link=link, metric=metric)
+
+
+def epoch_plan(settings: TrainingSettings, ctx, link) -> SeedPlan:
+    """The context's (or the link task's) seed plan, cut to trainer.max_batches batches an epoch."""
+    plan = ctx.seed_plan(settings.run.seed) if link is None else link.seed_plan(ctx, settings.run.seed)
+    plan = limited(plan, settings.trainer.max_batches)
+    if settings.trainer.max_batches is not None:
+        log.info("trainer.max_batches=%d: %d of the epoch's batches", settings.trainer.max_batches, len(plan))
+    return plan
 
 
 def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn.Module:
@@ -212,16 +222,29 @@ def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn
     return model if link is None else link.model(model)
 
 
-def log_model_choices(model, asked: str, inference: str) -> None:
-    """What the run makes of the model, said at start-up: its evaluation (and why `auto` is not
-    layer-wise, where the model cannot be) and whose dropout masks it draws."""
+def log_model_choices(model, trainer, inference: str, graph: Graph) -> None:
+    """What the run makes of the model, said at start-up, in one line: its evaluation (and why
+    `auto` is not layer-wise, where the model cannot be or the graph is too large) and whose
+    dropout masks it draws."""
+    asked = trainer.inference
     obstacle = layerwise_obstacle(model) if asked == "auto" else None
     dropout = ("conveyor's masks (model.fast_dropout)" if getattr(model, "fast_dropout", False)
                else "torch's F.dropout, as the model is written")
     if obstacle is not None:
         log.warning("evaluation: sampled, not layer-wise: %s; dropout: %s", obstacle, dropout)
+    elif asked == "auto" and too_large_for_layerwise(graph.num_nodes, trainer.layerwise_max_nodes):
+        log.info("evaluation: sampled, the %s val/test nodes' neighbourhoods at the training fanouts, not a "
+                 "layer-wise pass: the graph's %s nodes are above trainer.layerwise_max_nodes=%s "
+                 "(trainer.inference=layerwise asks for one); dropout: %s", f"{split_nodes(graph):,}",
+                 f"{graph.num_nodes:,}", f"{trainer.layerwise_max_nodes:,}", dropout)
     else:
         log.info("evaluation: %s; dropout: %s", inference, dropout)
+
+
+def split_nodes(graph: Graph) -> int:
+    """The validation and test nodes, together."""
+    return sum(0 if idx is None else idx.numel() for idx in (getattr(graph, "val_idx", None),
+                                                              getattr(graph, "test_idx", None)))
 
 
 def open_out_dir(settings: TrainingSettings, ctx) -> tuple:
@@ -300,7 +323,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict:
     stats = run.ctx.reduce_epoch(stats)  # loss and accuracy over all seeds, summed counts
     return {"epoch": epoch, "loss": stats["loss"], "train_acc": stats["train_acc"],
             "lr": run.optimizer.param_groups[0]["lr"],  # what the optimizer used
-            "epoch_time_s": seconds, "sample_s": stats["sample_s"], "gather_s": stats["gather_s"],
+            "epoch_time_s": seconds, "batches": stats["batches"], "sample_s": stats["sample_s"],
+            "gather_s": stats["gather_s"],
             "train_s": stats["train_s"], "sampled_edges": stats["sampled_edges"],
             "sampled_edges_per_s": stats["sampled_edges"] / max(stats["sample_s"], 1e-9),
             "throughput_seeds_per_s": stats["seeds"] / max(seconds, 1e-9), **stats["cache"],
@@ -355,6 +379,11 @@ def end_epoch(run: Run, record: dict) -> None:
              _fmt(record.get(f"val_{m}")), _fmt(record.get(f"test_{m}")), link_figures_said(run, record),
              record["epoch_time_s"], record["sample_s"], record["gather_s"], record["train_s"],
              f", eval {record['eval_time_s']:.2f}s" if "eval_time_s" in record else "")
+    if "disk_ratio" in record:  # a host tier over features on disk (cache/host_tier.py)
+        log.info("epoch %d feature rows: device %.1f%%, host %.1f%%, prefetched %.1f%%, read from disk %.1f%% "
+                 "(%s read)", record["epoch"], *(100 * record[k] for k in (
+                     "device_hit_ratio", "host_hit_ratio", "window_hit_ratio", "disk_ratio")),
+                 gib(record["disk_bytes"]))
     run.recorder.epoch(record)
     if not run.ctx.is_main:
         return

@@ -74,6 +74,15 @@ class TrainerSettings(Section):
         "in host memory, one batch of eval_batch_size nodes on the device) | sampled (subgraphs at the training "
         "fanouts: cheaper when val+test are a small part of a huge graph, e.g. papers100m) | auto: layerwise if "
         "the model can, else sampled", choice(INFERENCE))
+    layerwise_max_nodes: Optional[int] = setting(
+        10_000_000, "inference=auto evaluates layer-wise only on graphs of at most this many nodes (ogbn-products' "
+        "2.4M: layer-wise); above, sampled over the val/test nodes' neighbourhoods (papers100m's 111M nodes: a "
+        "layer-wise pass would keep two float32 layer outputs of every node within L-1 hops in memory). The "
+        "start-up line says which; null: no limit", integer(1, nullable=True, hint="nodes; null: no limit"))
+    max_batches: Optional[int] = setting(
+        None, "train on at most this many batches an epoch, the first of its order (Lightning's "
+              "limit_train_batches), for benchmarks and smoke runs; null: every batch",
+        integer(1, nullable=True, hint="batches an epoch; null: all"))
     patience: Optional[int] = setting(
         None, "early stopping: stop after this many evaluations without a better val acc; null or 0: off",
         integer(0, nullable=True, hint="evaluations without a better val acc; null or 0: off"))

@@ -84,7 +84,7 @@ class RankPlan:
 
 # Per-epoch figures that add up over ranks, and those that are means over the seeds trained;
 # any other number (stage times, hit ratios) is averaged over the ranks.
-SUMMED = ("seeds", "sampled_edges", "bytes_from_host", "hits", "misses")
+SUMMED = ("seeds", "sampled_edges", "bytes_from_host", "hits", "misses", "disk_bytes")
 PER_SEED = ("loss", "train_acc")
 
 

@@ -65,6 +65,9 @@ def non_finite_loss(loss: float, desc: str, step: int, log_every: int, optimizer
             f"checkpoint's optimizer, this learning rate included).")
 
 
+TIERS = ("host_hits", "window_hits", "disk_rows", "disk_bytes")  # BatchCost's fields below the device
+
+
 class CostSum:
     """The epoch's sum of the batches' BatchCosts and sizes (host numbers: no device reads)."""
 
@@ -72,6 +75,7 @@ class CostSum:
         self.batches = self.seeds = self.edges = 0
         self.sample_s = self.gather_s = 0.0
         self.hits = self.misses = self.host_bytes = 0
+        self.tiers = dict.fromkeys(TIERS, 0)  # the host tier's counts (cache/host_tier.py)
 
     def add(self, pb, seeds: int | None = None) -> None:
         """One batch; `seeds`: what it trained on (None: its labelled seeds, `pb.y`)."""
@@ -84,12 +88,26 @@ class CostSum:
         self.hits += cost.cache_hits
         self.misses += cost.cache_misses
         self.host_bytes += cost.bytes_from_host
+        for key in TIERS:
+            self.tiers[key] += getattr(cost, key)
 
     def figures(self) -> dict:
         return {"batches": self.batches, "sample_s": self.sample_s, "gather_s": self.gather_s,
                 "sampled_edges": self.edges, "seeds": self.seeds,
                 "cache": {"cache_hit_ratio": self.hits / max(self.hits + self.misses, 1),
-                          "bytes_from_host": self.host_bytes}}
+                          "bytes_from_host": self.host_bytes, **self.tier_figures()}}
+
+    def tier_figures(self) -> dict:
+        """The share of the rows each tier served and the bytes read from disk, where a host tier
+        served any (none: no keys, as before there were tiers)."""
+        t = self.tiers
+        below = t["host_hits"] + t["window_hits"] + t["disk_rows"]
+        if not below:
+            return {}
+        rows = self.hits + self.misses
+        return {"device_hit_ratio": self.hits / max(rows, 1), "host_hit_ratio": t["host_hits"] / max(rows, 1),
+                "window_hit_ratio": t["window_hits"] / max(rows, 1), "disk_ratio": t["disk_rows"] / max(rows, 1),
+                "disk_bytes": t["disk_bytes"]}
 
 
 @torch.no_grad()

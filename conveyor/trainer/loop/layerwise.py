@@ -40,16 +40,26 @@ def can_run_layerwise(model: nn.Module) -> bool:
         getattr(model, "num_layers", None), int)
 
 
-def resolve_inference(name: str, model: nn.Module) -> str:
-    """`trainer.inference` for this model: `auto` is layerwise when the model can, else sampled
-    (the run's start-up names why: `layerwise_obstacle`); an explicit `layerwise` the model cannot
-    run is refused, with that reason."""
+def resolve_inference(name: str, model: nn.Module, num_nodes: int | None = None,
+                      max_nodes: int | None = None) -> str:
+    """`trainer.inference` for this model: `auto` is layerwise when the model can and the graph has
+    at most `max_nodes` nodes (trainer.layerwise_max_nodes: a layer-wise pass over a huge graph
+    keeps layer outputs of every node within L-1 hops in memory), else sampled (the run's
+    start-up names why: `layerwise_obstacle`, `too_large_for_layerwise`); an explicit `layerwise`
+    the model cannot run is refused, with that reason."""
     if can_run_layerwise(model):
+        if name == "auto" and too_large_for_layerwise(num_nodes, max_nodes):
+            return "sampled"
         return "sampled" if name == "sampled" else "layerwise"
     if name == "layerwise":
         raise ConveyorError(f"trainer.inference=layerwise, but the model cannot be evaluated layer by layer: "
                             f"{layerwise_obstacle(model)}. Use trainer.inference=sampled (or auto).")
     return "sampled"
+
+
+def too_large_for_layerwise(num_nodes: int | None, max_nodes: int | None) -> bool:
+    """Whether `auto` evaluates sampled for the graph's size alone (None: no limit)."""
+    return num_nodes is not None and max_nodes is not None and num_nodes > max_nodes
 
 
 def layer_edge_inputs(model: nn.Module, graph: Graph) -> list:

@@ -1,0 +1,363 @@
+"""Out-of-core benchmark: SAGE 3x256 [15,10,5], batch 1024, a fixed number of training batches on
+`data=synthetic_papers` (float16 features on disk), inside a memory cgroup smaller than the files,
+against the same run at a scale whose files fit in memory, PyG's `NeighborLoader` on the same
+files, the trace-optimal static cache of the host tier's size, and the disk's own bandwidth.
+
+Rows, each run in its own process inside a child memory cgroup (v1, under this process's own;
+`--cgroup`, default 16GiB), whose peak anonymous memory (rss + shmem of memory.stat, polled every
+0.2 s) is reported:
+- `conveyor-ooc`: `--scale` (1.0 = papers100M's 111M nodes), `trainer.max_batches=--batches`, the
+  pipeline `--pipeline`; the cache as its defaults choose it (cache.host_capacity=auto: a host
+  tier where the features do not fit). The epoch's figures: batches/s, the share of rows each tier
+  served, bytes read from disk.
+- `conveyor-mem`: the same at `--in-memory-scale`, whose files fit (auto: no host tier).
+- `pyg-ooc`, `pyg-mem`: PyG's `NeighborLoader` the documented way on the same files: `x` an
+  np.memmap (torch.from_numpy), the CSC as a `SparseTensor` over the mapped `indptr` and the
+  indices (PyG's samplers take int64 indices only: that one copy, 8 bytes an edge, is the reason
+  it may not run at a scale), PyG's stock `GraphSAGE`, the same number of batches. A row that
+  cannot run says why (its error, or the cgroup's OOM kill).
+Rounds (`--rounds`) are interleaved, each starting one row later; figures are the median and the
+range over rounds. The load average (1 min) is recorded before each run.
+
+Also: the trace-optimal static cache (the `optimal` policy: the rows the measured batches read
+most, as many as the host tier held) on the same batches, re-sampled in this process; and the
+disk's random-read bandwidth (O_DIRECT 4 KiB preads at random offsets of x.npy, `--io-threads`
+threads, 5 s) against what the loader read from disk per second of the epoch.
+
+    python -m benchmarks.out_of_core --scale 1.0 --in-memory-scale 0.05 --batches 300 --rounds 2
+
+Writes benchmarks/results/out_of_core_s<scale>.md and .json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ROWS = ("conveyor-ooc", "conveyor-mem", "pyg-ooc", "pyg-mem")
+FANOUTS = [15, 10, 5]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", type=float, default=1.0, help="the out-of-core scale (1.0: papers100M's size)")
+    p.add_argument("--in-memory-scale", type=float, default=0.05, help="a scale whose files fit in memory")
+    p.add_argument("--pyg-scale", type=float, default=None, help="pyg-ooc's scale (default --scale)")
+    p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", "/work/data"))
+    p.add_argument("--data", default="synthetic_papers", help="the dataset (a mapped one: its .npy files)")
+    p.add_argument("--batches", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--cgroup", default="16GiB", help="the memory limit of every row")
+    p.add_argument("--pipeline", default="async", choices=("async", "serial"))
+    p.add_argument("--io-threads", type=int, default=4)
+    p.add_argument("--host-capacity", default="auto", help="cache.host_capacity of the conveyor rows")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None)
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--worker-scale", type=float, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# -- the rows, each in its own process ------------------------------------------------------------
+
+def overrides(args, scale: float, out_dir: str) -> list:
+    return [f"data={args.data}", f"data.scale={scale}", f"data.root={args.data_root}", "model=sage",
+            "model.hidden=256", f"sampler.fanouts=[{','.join(map(str, FANOUTS))}]", "trainer.batch_size=1024",
+            f"trainer.max_batches={args.batches}", "trainer.eval_batch_size=1024", "trainer.epochs=1",
+            "trainer.progress=false", "run.device=cpu",
+            f"run.seed={args.seed}", f"pipeline={args.pipeline}", f"cache.io_threads={args.io_threads}",
+            f"cache.host_capacity={args.host_capacity}", f"run.out_dir={out_dir}"]
+
+
+def conveyor_worker(args, scale: float) -> dict:
+    """One epoch of `--batches` batches through conveyor's trainer (no evaluation: only training's
+    batches are timed); the epoch's record and the host tier's size from the run's log."""
+    from conveyor.config import load_settings
+    from conveyor.trainer.context import LocalContext
+    from conveyor.trainer.run import start_run, train_one_epoch
+    with tempfile.TemporaryDirectory() as out:
+        settings = load_settings(overrides(args, scale, out))
+        start = time.perf_counter()
+        run = start_run(settings, LocalContext(settings))
+        started = time.perf_counter() - start
+        record = train_one_epoch(run, 1)
+        cache = getattr(run.source.source, "cache", None)  # serial: in this process
+        host = getattr(cache, "host", None)
+        run.source.close()
+        log = (Path(out) / "run.log").read_text()  # async: the loader stage's start-up line says it
+    said = re.search(r"host tier ([\d,]+) nodes", log)
+    host_nodes = host.static if host is not None else int(said.group(1).replace(",", "")) if said else 0
+    return {**record, "start_s": started, "host_nodes": host_nodes,
+            "batches_per_s": record["batches"] / record["epoch_time_s"], "sampler": settings.sampler.name,
+            "pipeline": settings.pipeline.name, "num_nodes": run.graph.num_nodes}
+
+
+def dataset_folder(args, scale: float) -> Path:
+    """The mapped dataset's folder at `scale` (built by conveyor's loader if missing)."""
+    from conveyor.config import load_settings
+    from conveyor.partition.datasets import load_configured
+    settings = load_settings(overrides(args, scale, tempfile.mkdtemp()), check_machine=False)
+    graph = load_configured(settings.data)
+    from conveyor.core.file_maps import file_maps, file_offset
+    return Path(file_offset(file_maps(), graph.x)[0]).parent
+
+
+def pyg_worker(args, scale: float) -> dict:
+    """PyG's NeighborLoader on the same files: x an np.memmap, the CSC a SparseTensor over the
+    mapped indptr (indices widened to int64: PyG's samplers take no int32), stock GraphSAGE."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.nn import GraphSAGE
+    from torch_sparse import SparseTensor
+    folder = dataset_folder(args, scale)
+    load = lambda name: torch.from_numpy(np.load(folder / f"{name}.npy", mmap_mode="r"))  # noqa: E731
+    x, y, indptr, train_idx = load("x"), load("y"), load("indptr"), load("train_idx")
+    meta = json.loads((folder / "meta.json").read_text())
+    n = int(meta["num_nodes"])
+    adj_t = SparseTensor(rowptr=indptr, col=load("indices").long(), sparse_sizes=(n, n), is_sorted=True,
+                         trust_data=True)
+    data = Data(x=x, y=y, adj_t=adj_t, num_nodes=n)
+    torch.manual_seed(args.seed)
+    loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=1024, input_nodes=train_idx, shuffle=True)
+    model = GraphSAGE(x.size(1), 256, len(FANOUTS), int(meta["num_classes"]))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    start, count = time.perf_counter(), 0
+    for batch in loader:
+        out = model(batch.x.float(), batch.adj_t)[:batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[:batch.batch_size].long())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        count += 1
+        if count == args.batches:
+            break
+    seconds = time.perf_counter() - start
+    return {"batches": count, "epoch_time_s": seconds, "batches_per_s": count / seconds, "num_nodes": n}
+
+
+def run_worker(args) -> None:
+    scale = args.worker_scale
+    result = conveyor_worker(args, scale) if args.worker.startswith("conveyor") else pyg_worker(args, scale)
+    Path(args.result).write_text(json.dumps(result))
+
+
+# -- a child memory cgroup, and its peak anonymous memory -------------------------------------------
+
+def own_cgroup() -> Path:
+    line = next(line for line in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in line)
+    return Path("/sys/fs/cgroup/memory") / line.split(":", 2)[2].lstrip("/")
+
+
+def anonymous_bytes(group: Path) -> int:
+    stat = dict(line.split() for line in (group / "memory.stat").read_text().splitlines())
+    return int(stat.get("total_rss", 0)) + int(stat.get("total_shmem", 0))
+
+
+def in_cgroup(command: list, limit: int, timeout: float) -> dict:
+    """Run `command` in a new child memory cgroup limited to `limit` bytes; its exit code, output
+    tail, peak anonymous memory and whether the cgroup's OOM killer acted."""
+    group = own_cgroup() / f"conveyor-bench-{os.getpid()}-{time.monotonic_ns()}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        enter = lambda: (group / "cgroup.procs").write_text(str(os.getpid()))  # noqa: E731
+        peak, done = [0], threading.Event()
+
+        def poll():
+            while not done.wait(0.2):
+                peak[0] = max(peak[0], anonymous_bytes(group))
+
+        watcher = threading.Thread(target=poll, daemon=True)
+        watcher.start()
+        proc = subprocess.run(command, preexec_fn=enter, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        done.set()
+        watcher.join()
+        oom = "oom_kill 1" in (group / "memory.oom_control").read_text() or proc.returncode == -9
+        return {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:], "peak_anon_bytes": peak[0],
+                "max_usage_bytes": int((group / "memory.max_usage_in_bytes").read_text()), "oom_killed": oom}
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def run_row(args, row: str, limit: int) -> dict:
+    scale = args.scale if row == "conveyor-ooc" else args.in_memory_scale if row.endswith("-mem") else (
+        args.pyg_scale or args.scale)
+    with tempfile.NamedTemporaryFile(suffix=".json") as result:
+        command = [sys.executable, "-m", "benchmarks.out_of_core", "--worker", row, "--worker-scale", str(scale),
+                   "--result", result.name, "--batches", str(args.batches), "--data-root", args.data_root,
+                   "--data", args.data, "--host-capacity", args.host_capacity,
+                   "--pipeline", args.pipeline, "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
+        load = os.getloadavg()[0]
+        outcome = in_cgroup(command, limit, timeout=3600)
+        figures = json.loads(Path(result.name).read_text() or "{}") if outcome["rc"] == 0 else {}
+    print(f"{row} s{scale}: rc {outcome['rc']}, {figures.get('batches_per_s', 0):.2f} batches/s, peak anon "
+          f"{outcome['peak_anon_bytes'] / 2**30:.2f} GiB", flush=True)
+    return {"row": row, "scale": scale, "load_1min": load, **outcome, **figures}
+
+
+# -- the trace-optimal cache and the disk's own bandwidth ---------------------------------------------
+
+def trace_optimal(args, host_nodes: int) -> dict:
+    """The same batches as conveyor-ooc's (its seed, plan and sampler), re-sampled here: the share
+    of their rows the `host_nodes` rows they read most would serve (the best static cache)."""
+    import torch
+
+    from conveyor.config import load_settings
+    from conveyor.partition.datasets import load_configured
+    from conveyor.pipeline.batch import reseed
+    from conveyor.pipeline.seeds import EpochPlan
+    from conveyor.samplers import SamplerSpec
+    settings = load_settings(overrides(args, args.scale, tempfile.mkdtemp()), check_machine=False)
+    graph = load_configured(settings.data)
+    sampler = SamplerSpec.of(settings.sampler, args.seed, "cpu").build(graph, torch.device("cpu"))
+    plan = EpochPlan(graph.train_idx, 1024, args.seed)
+    reseed(sampler, plan.sampler_seed(1))
+    counts = torch.zeros(graph.num_nodes, dtype=torch.int32)
+    for positions in plan.positions(1)[:args.batches]:
+        n_id = sampler.sample(graph.train_idx[positions]).n_id
+        counts.index_add_(0, n_id, torch.ones_like(n_id, dtype=torch.int32))
+    total = int(counts.sum(dtype=torch.int64))
+    best = int(torch.topk(counts, min(host_nodes, graph.num_nodes)).values.sum(dtype=torch.int64)) if host_nodes else 0
+    return {"rows_read": total, "distinct_rows": int((counts > 0).sum()), "host_nodes": host_nodes,
+            "optimal_static_hit_ratio": best / max(total, 1)}
+
+
+def disk_bandwidth(path: Path, threads: int, seconds: float = 5.0, block: int = 4096) -> dict:
+    """Random 4 KiB reads with O_DIRECT (no page cache) at random offsets of `path`, by `threads`
+    threads for `seconds`: the disk's random-read rate (fio's randread, in Python)."""
+    size = path.stat().st_size // block * block
+    counts = []
+
+    def reader(seed: int):
+        fd, buffer, rng, n = os.open(path, os.O_RDONLY | os.O_DIRECT), mmap.mmap(-1, block), random.Random(seed), 0
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            os.preadv(fd, [buffer], rng.randrange(size // block) * block)
+            n += 1
+        os.close(fd)
+        counts.append(n)
+
+    workers = [threading.Thread(target=reader, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    reads = sum(counts)
+    return {"threads": threads, "block_bytes": block, "seconds": seconds, "iops": reads / seconds,
+            "bytes_per_s": reads * block / seconds}
+
+
+# -- the report -------------------------------------------------------------------------------------
+
+def median_range(values) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
+
+
+def summarise(runs: list) -> dict:
+    rows = {}
+    for row in dict.fromkeys(r["row"] for r in runs):
+        mine = [r for r in runs if r["row"] == row]
+        ok = [r for r in mine if r["rc"] == 0]
+        rows[row] = {"scale": mine[0]["scale"], "runs": len(mine), "ok": len(ok),
+                     "batches_per_s": [r["batches_per_s"] for r in ok],
+                     "peak_anon_gib": [r["peak_anon_bytes"] / 2**30 for r in mine],
+                     "tiers": {k: [r.get(k) for r in ok] for k in ("device_hit_ratio", "host_hit_ratio",
+                                                                   "window_hit_ratio", "disk_ratio")},
+                     "disk_bytes_per_s": [r["disk_bytes"] / r["epoch_time_s"] for r in ok if "disk_bytes" in r],
+                     "failure": None if ok else (("OOM-killed in the cgroup. " if mine[0]["oom_killed"] else "")
+                                                 + mine[0]["tail"][-600:])}
+    return rows
+
+
+def table(result: dict) -> str:
+    rows, lines = result["rows"], []
+    lines.append("| row | scale | batches/s | peak anon GiB | host tier | prefetched | from disk | disk MB/s |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        tiers = r["tiers"]
+        lines.append(f"| {name} | {r['scale']} | {median_range(r['batches_per_s'])} | "
+                     f"{median_range(r['peak_anon_gib'])} | {median_range(tiers['host_hit_ratio'])} | "
+                     f"{median_range(tiers['window_hit_ratio'])} | {median_range(tiers['disk_ratio'])} | "
+                     f"{median_range([b / 1e6 for b in r['disk_bytes_per_s']])} |")
+    for name, r in rows.items():
+        if r["failure"]:
+            lines.append(f"\n{name} did not run: {r['failure']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+    from conveyor.cache.options import parse_bytes
+    limit, rows = parse_bytes(args.cgroup, "--cgroup"), args.rows.split(",")
+    runs = []
+    for round_ in range(args.rounds):
+        for row in rows[round_ % len(rows):] + rows[:round_ % len(rows)]:
+            runs.append({"round": round_, **run_row(args, row, limit)})
+    result = {"args": vars(args), "limit_bytes": limit, "runs": runs, "rows": summarise(runs)}
+    ooc = [r for r in runs if r["row"] == "conveyor-ooc" and r["rc"] == 0]
+    if ooc:
+        folder = dataset_folder(args, args.scale)
+        result["disk"] = [disk_bandwidth(folder / "x.npy", t) for t in (1, args.io_threads)]
+        result["optimal"] = trace_optimal(args, ooc[0]["host_nodes"])
+        result["files_bytes"] = sum(f.stat().st_size for f in folder.iterdir())
+    mem = result["rows"].get("conveyor-mem", {}).get("batches_per_s")
+    if ooc and mem:
+        result["ooc_over_in_memory"] = statistics.median(r["batches_per_s"] for r in ooc) / statistics.median(mem)
+    out = Path(args.out or REPO / "benchmarks" / "results" / f"out_of_core_s{args.scale:g}.json")
+    out.write_text(json.dumps(result, indent=1))
+    out.with_suffix(".md").write_text(report(result))
+    print(report(result))
+
+
+def report(result: dict) -> str:
+    a = result["args"]
+    parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
+             f"each row in a {a['cgroup']} memory cgroup", "",
+             f"Command: `python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale "
+             f"{a['in_memory_scale']} --batches {a['batches']} --rounds {a['rounds']} --pipeline {a['pipeline']} "
+             f"--cgroup {a['cgroup']} --host-capacity {a['host_capacity']} --rows {a['rows']}`; "
+             f"median (range) over {a['rounds']} interleaved rounds; load (1 min) before the runs: "
+             f"{median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
+    if "ooc_over_in_memory" in result:
+        parts.append(f"Out-of-core over in-memory batches/s: {result['ooc_over_in_memory']:.2f} (goal >= 0.5).")
+    if "optimal" in result:
+        o = result["optimal"]
+        parts.append(f"Trace-optimal static cache of the host tier's {o['host_nodes']:,} rows on the same batches: "
+                     f"{o['optimal_static_hit_ratio']:.3f} of {o['rows_read']:,} rows read ({o['distinct_rows']:,} "
+                     f"distinct); the degree-ordered host tier served the share in the table.")
+    for d in result.get("disk", []):
+        parts.append(f"Disk, O_DIRECT random 4 KiB reads, {d['threads']} thread(s): {d['iops']:,.0f} IOPS, "
+                     f"{d['bytes_per_s'] / 1e6:,.1f} MB/s.")
+    if "files_bytes" in result:
+        parts.append(f"Dataset files at scale {a['scale']}: {result['files_bytes'] / 2**30:,.1f} GiB.")
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    main()
