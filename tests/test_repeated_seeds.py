@@ -63,3 +63,43 @@ def test_repeats_in_an_undirected_subgraph_are_refused(data):
     with pytest.raises(ConveyorError, match="subgraph_type='directional' only"):
         conveyor.NeighborLoader(data, [-1], input_nodes=torch.tensor(REPEATS), subgraph_type="induced",
                                 pipeline="serial")
+
+
+@pytest.fixture(scope="module")
+def typed_data():
+    from torch_geometric.data import HeteroData
+    g = torch.Generator().manual_seed(1)
+    data = HeteroData()
+    data["paper"].x, data["author"].x = torch.randn(20, 4, generator=g), torch.randn(10, 4, generator=g)
+    data["paper", "cites", "paper"].edge_index = torch.randint(0, 20, (2, 60), generator=g)
+    data["author", "writes", "paper"].edge_index = torch.stack(
+        [torch.randint(0, 10, (40,), generator=g), torch.randint(0, 20, (40,), generator=g)])
+    return data
+
+
+def typed_in_edges(batch, edge_type, count: int) -> list:
+    """Each seed copy's in-edges of one relation, as the sorted global ids of their sources."""
+    src_type = edge_type[0]
+    edge_index = batch[edge_type].edge_index
+    return [sorted(batch[src_type].n_id[edge_index[0][edge_index[1] == place]].tolist()) for place in range(count)]
+
+
+@pytest.mark.parametrize("pipeline", ["serial", "async"])
+def test_typed_repeated_seeds_give_pygs_batches(typed_data, pipeline):
+    """A HeteroData's input_nodes may name a node more than once, as PyG's: each copy its place
+    and its own full neighbourhood, under both pipelines (PyG's loader on the same seeds)."""
+    seeds = torch.tensor([3, 3, 5, 7, 3, 0])
+    kwargs = dict(input_nodes=("paper", seeds), batch_size=6)
+    with conveyor.NeighborLoader(typed_data, [-1], pipeline=pipeline, **kwargs) as loader:
+        ours = next(iter(loader))
+    theirs = next(iter(PyGNeighborLoader(typed_data, [-1], **kwargs)))
+    assert ours["paper"].n_id[:6].tolist() == theirs["paper"].n_id[:6].tolist() == seeds.tolist()
+    assert torch.equal(ours["paper"].x[:6], typed_data["paper"].x[seeds])
+    for edge_type in typed_data.edge_types:
+        assert typed_in_edges(ours, edge_type, 6) == typed_in_edges(theirs, edge_type, 6), edge_type
+
+
+def test_typed_repeats_in_an_induced_subgraph_are_refused(typed_data):
+    with pytest.raises(ConveyorError, match="subgraph_type='directional' only"):
+        conveyor.NeighborLoader(typed_data, [-1], input_nodes=("paper", torch.tensor([1, 1])),
+                                subgraph_type="induced", pipeline="serial")

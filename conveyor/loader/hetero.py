@@ -25,6 +25,7 @@ from torch_geometric.data import HeteroData
 
 from conveyor.core import ConveyorError
 from conveyor.loader.pyg_input import EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, X, as_tensor
+from conveyor.loader.repeated_seeds import directional_repeats
 from conveyor.loader.to_pyg import kept
 from conveyor.partition.attributes import E_ID
 from conveyor.partition.hetero import EDGE_TYPE, Schema, TypeCut, TypedGraph, by_relation, split_flat, typed_graph
@@ -142,7 +143,7 @@ def with_weights(graph: TypedGraph, weight_attr: Optional[str]) -> TypedGraph:
     return graph
 
 
-def typed_input_nodes(input_nodes, graph: TypedGraph) -> Tuple[Tensor, bool, str]:
+def typed_input_nodes(input_nodes, graph: TypedGraph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, str]:
     """PyG's heterogeneous input_nodes (a node type, or (type, ids | boolean mask | None)) as global
     ids, whether they came as a mask (input_id is then the node ids, else positions), and the type."""
     node_type, ids = (input_nodes, None) if isinstance(input_nodes, str) else (None, None)
@@ -161,7 +162,8 @@ def typed_input_nodes(input_nodes, graph: TypedGraph) -> Tuple[Tensor, bool, str
             raise ConveyorError(f"input_nodes' mask of {node_type!r} must have one entry per node ({count}), got "
                                 f"shape {tuple(ids.shape)}.")
         return ids.nonzero().view(-1) + offset, True, node_type
-    return check_seeds(ids.cpu(), count) + offset, False, node_type
+    ids = check_seeds(ids.cpu(), count, unique=False)  # a node given more than once: as PyG (repeated_seeds.py)
+    return directional_repeats(ids, subgraph_type) + offset, False, node_type
 
 
 def to_hetero_data(prepared, layout: HeteroLayout, input_type: str, input_id: Tensor,

@@ -12,7 +12,7 @@ from torch import Tensor
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
 from conveyor.core.extras import require_extra
-from conveyor.loader.repeated_seeds import has_repeats
+from conveyor.loader.repeated_seeds import directional_repeats
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
@@ -71,7 +71,7 @@ def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional"
     graph's input_nodes name it: loader/hetero.py, each node once; else None)."""
     if is_typed(graph):
         from conveyor.loader.hetero import typed_input_nodes
-        return typed_input_nodes(input_nodes, graph)
+        return typed_input_nodes(input_nodes, graph, subgraph_type)
     return (*untyped_input_node_ids(input_nodes, graph, subgraph_type), None)
 
 
@@ -91,12 +91,7 @@ def untyped_input_node_ids(input_nodes, graph: Graph, subgraph_type: str) -> Tup
             raise ConveyorError(f"input_nodes as a boolean mask must have one entry per node "
                                 f"({graph.num_nodes}), got shape {tuple(ids.shape)}.")
         return ids.nonzero().view(-1), True
-    ids = check_seeds(ids.cpu(), graph.num_nodes, unique=False)
-    if subgraph_type != "directional" and has_repeats(ids):
-        raise ConveyorError(f"input_nodes holds some node more than once, which conveyor.NeighborLoader "
-                            f"takes with subgraph_type='directional' only (got {subgraph_type!r}); pass "
-                            f"each node once (torch.unique(input_nodes)).")
-    return ids, False
+    return directional_repeats(check_seeds(ids.cpu(), graph.num_nodes, unique=False), subgraph_type), False
 
 
 def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, graph: Optional[Graph] = None):

@@ -22,6 +22,15 @@ def has_repeats(seeds: Tensor) -> bool:
     return torch.unique(seeds).numel() != seeds.numel()
 
 
+def directional_repeats(ids: Tensor, subgraph_type: str) -> Tensor:
+    """`ids`, once checked that a node given more than once comes with directional subgraphs."""
+    if subgraph_type != "directional" and has_repeats(ids):
+        raise ConveyorError(f"input_nodes holds some node more than once, which conveyor.NeighborLoader "
+                            f"takes with subgraph_type='directional' only (got {subgraph_type!r}); pass "
+                            f"each node once (torch.unique(input_nodes)).")
+    return ids
+
+
 def distinct_seeds(seeds: Tensor) -> Tensor:
     """`seeds` with each node once, at its first place."""
     if not has_repeats(seeds):
