@@ -59,7 +59,10 @@ def parse_args(argv=None):
     p.add_argument("--batches", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--rows", default=",".join(ROWS))
-    p.add_argument("--cgroup", default="16GiB", help="the memory limit of every row")
+    p.add_argument("--cgroup", default="16GiB", help="the memory limit of the out-of-core rows")
+    p.add_argument("--mem-cgroup", default=None,
+                   help="the memory limit of the -mem rows (default --cgroup); give the same --in-memory-scale "
+                        "as --scale and a limit above its files for the same graph served from memory")
     p.add_argument("--pipeline", default="async", choices=("async", "serial"))
     p.add_argument("--io-threads", type=int, default=4)
     p.add_argument("--host-capacity", default="auto", help="cache.host_capacity of the conveyor rows")
@@ -134,7 +137,9 @@ def pyg_worker(args, scale: float) -> dict:
                          trust_data=True)
     data = Data(x=x, y=y, adj_t=adj_t, num_nodes=n)
     torch.manual_seed(args.seed)
-    loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=1024, input_nodes=train_idx, shuffle=True)
+    # As PyG's users run it: one worker process beside training (the machine has 2 cores).
+    loader = NeighborLoader(data, num_neighbors=FANOUTS, batch_size=1024, input_nodes=train_idx, shuffle=True,
+                            num_workers=1)
     model = GraphSAGE(x.size(1), 256, len(FANOUTS), int(meta["num_classes"]))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     start, count = time.perf_counter(), 0
@@ -315,10 +320,11 @@ def main(argv=None) -> None:
         return run_worker(args)
     from conveyor.cache.options import parse_bytes
     limit, rows = parse_bytes(args.cgroup, "--cgroup"), args.rows.split(",")
+    mem_limit = parse_bytes(args.mem_cgroup or args.cgroup, "--mem-cgroup")
     runs = []
     for round_ in range(args.rounds):
         for row in rows[round_ % len(rows):] + rows[:round_ % len(rows)]:
-            runs.append({"round": round_, **run_row(args, row, limit)})
+            runs.append({"round": round_, **run_row(args, row, mem_limit if row.endswith("-mem") else limit)})
     result = {"args": vars(args), "limit_bytes": limit, "runs": runs, "rows": summarise(runs)}
     ooc = [r for r in runs if r["row"] == "conveyor-ooc" and r["rc"] == 0]
     if ooc:
@@ -338,10 +344,12 @@ def main(argv=None) -> None:
 def report(result: dict) -> str:
     a = result["args"]
     parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
-             f"each row in a {a['cgroup']} memory cgroup", "",
+             f"each out-of-core row in a {a['cgroup']} memory cgroup, each -mem row in "
+             f"{a.get('mem_cgroup') or a['cgroup']}; PyG's loader with 1 worker", "",
              f"Command: `python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale "
              f"{a['in_memory_scale']} --batches {a['batches']} --rounds {a['rounds']} --pipeline {a['pipeline']} "
-             f"--cgroup {a['cgroup']} --host-capacity {a['host_capacity']} --rows {a['rows']}`; "
+             f"--cgroup {a['cgroup']} --mem-cgroup {a.get('mem_cgroup') or a['cgroup']} "
+             f"--host-capacity {a['host_capacity']} --rows {a['rows']}`; "
              f"median (range) over {a['rounds']} interleaved rounds; load (1 min) before the runs: "
              f"{median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
     if "ooc_over_in_memory" in result:

@@ -88,9 +88,12 @@ def _check_range(directory: Path, name: str, ids: torch.Tensor, n: int) -> None:
 
 def feature_width(path) -> int | None:
     """The width of x in the custom dataset at `path`, read from x.npy's header alone (None when
-    it cannot be read so cheaply: a .pt file, no file, a damaged one; loading says why)."""
+    it cannot be read so cheaply: a .pt file, no file, no regular file, a damaged one; loading says why)."""
+    file = Path(path).expanduser() / "x.npy"
+    if not file.is_file():  # a FIFO's header would be waited for forever: loading refuses it by name
+        return None
     try:
-        shape = np.load(Path(path).expanduser() / "x.npy", mmap_mode="r", allow_pickle=False).shape
+        shape = np.load(file, mmap_mode="r", allow_pickle=False).shape
     except (OSError, ValueError, TypeError):
         return None
     return int(shape[1]) if len(shape) == 2 else None
