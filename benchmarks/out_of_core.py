@@ -294,8 +294,14 @@ def summarise(runs: list) -> dict:
                                                                    "window_hit_ratio", "disk_ratio")},
                      "disk_bytes_per_s": [r["disk_bytes"] / r["epoch_time_s"] for r in ok if "disk_bytes" in r],
                      "failure": None if ok else (("OOM-killed in the cgroup. " if mine[0]["oom_killed"] else "")
-                                                 + mine[0]["tail"][-600:])}
+                                                 + last_line(mine[0]["tail"]))}
     return rows
+
+
+def last_line(text: str) -> str:
+    """The last line of a child's output: its error, without the traceback above it."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def table(result: dict) -> str:
