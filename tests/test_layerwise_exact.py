@@ -4,6 +4,7 @@ val and test nodes of cora, in batches of 300 (so each layer takes several and m
 not targets of their batch), are a full-graph forward's of the same weights, to 1e-4. GCN needs the
 whole graph's degrees for that (trainer/models/gcn.py); the others read only their targets' in-edges."""
 import re
+import sys
 
 import pytest
 import torch
@@ -133,13 +134,17 @@ def test_sage_sums_by_a_sparse_product_without_autograd_whatever_the_edge_order(
         torch.testing.assert_close(bipartite_layer(conv, cora.x, kept, targets), expected.detach(), atol=1e-5, rtol=0)
 
 
-def test_evaluation_shows_its_progress_and_its_time(tmp_path, data_root, capsys):
-    """A tqdm bar over the layer-wise batches, and the epoch line ends with the evaluation's time."""
+@pytest.mark.parametrize("terminal", [True, False])
+def test_evaluation_shows_its_progress_and_its_time(tmp_path, data_root, capsys, monkeypatch, terminal):
+    """On a terminal, a tqdm bar over the layer-wise batches; elsewhere (a log file) none; the epoch
+    line ends with the evaluation's time either way."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)  # tqdm(disable=None) asks the stream
     settings = make_config("data=cora", f"data.root={data_root}", "trainer.epochs=1", "trainer.progress=true",
                            f"run.out_dir={tmp_path}")
     train(settings)
     err = capsys.readouterr().err
-    assert "eval:   0%" in err and "/2 [" in err  # a bar over cora's 2 batches, one per layer
+    bar = "eval:   0%" in err and "/2 [" in err  # a bar over cora's 2 batches, one per layer
+    assert bar == terminal and ("\r" in err) == terminal
     line = next(text for text in err.splitlines() if "epoch 1:" in text)
     assert re.search(r"\| [0-9.]+s \(sample .*\), eval [0-9.]+s$", line), line
 
