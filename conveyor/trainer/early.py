@@ -15,7 +15,8 @@ and two threads importing PyG at once see its modules half made (circular import
 sees is unchanged: the same graph (the same data settings, loaded the same way), an error of its
 loading raised where the run asks for the graph (after the out_dir checks, as before), and its
 log records held until then and replayed there (once the run's log is open). Only the
-single-process training run of the command line begins early; conveyor.fit is handed its graph,
+single-process training run of the command line begins early (a resumed one does not: its
+checkpoint is checked first); conveyor.fit is handed its graph,
 the comparison and data-parallel ranks load their own.
 """
 from __future__ import annotations
@@ -71,7 +72,9 @@ def begin(settings) -> None:
     pipeline will be async (for `configured_graph` to hand over)."""
     distributed = settings.run.world_size > 1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
     _pending.clear()  # one at a time (in a process that runs the command line again)
-    if settings.mode == "train" and not distributed:
+    # A resumed run reads its checkpoint first: a damaged or planted one ends the run before any
+    # work, the graph's build included, so it loads the graph where the run asks for it.
+    if settings.mode == "train" and not distributed and not settings.run.resume:
         _pending.append(EarlyGraph(settings.data, settings.pipeline))
 
 
