@@ -25,9 +25,9 @@ class DataSettings(Section):
         "synthetic_papers": "An ogbn-papers100M-shaped graph built out of core (streaming, into memory-mapped "
                             "files) on first use and cached under root. scale=1.0 has papers100M's sizes "
                             "(111,059,956 nodes, ~1.6B edges, 128 float16 features, 172 classes; ~36 GB on disk).",
-        "cora": "Planetoid cora, standard public split. Offline: conveyor prepare planetoid --root <root>",
-        "citeseer": "Planetoid citeseer, standard public split. Offline: conveyor prepare planetoid --root <root>",
-        "pubmed": "Planetoid pubmed, standard public split. Offline: conveyor prepare planetoid --root <root>",
+        "cora": "Planetoid cora, public split. Offline: conveyor prepare planetoid --root <root>",
+        "citeseer": "Planetoid citeseer, public split. Offline: conveyor prepare planetoid --root <root>",
+        "pubmed": "Planetoid pubmed, public split. Offline: conveyor prepare planetoid --root <root>",
         "arxiv": "ogbn-arxiv (OGB official split); downloaded by ogb into root when online.",
         "products": "ogbn-products (OGB official split); downloaded by ogb into root when online (~1.4 GB).",
         "papers100m": "ogbn-papers100M (OGB official split); ~57 GB download, converted streaming into memory-mapped "
