@@ -1,6 +1,6 @@
 """The previous release's `bsp` (samplers/bsp.py at commit 43e3b50, before #28), kept verbatim as
 the baseline that benchmarks/sampling.py measures the current one against, and that
-tests/test_bsp_sampler.py checks the current one draws bit for bit the same batches as.
+tests/samplers/test_bsp_sampler.py checks the current one draws bit for bit the same batches as.
 Not used by conveyor itself."""
 from __future__ import annotations
 

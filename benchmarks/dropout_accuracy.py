@@ -4,7 +4,7 @@ seed's accuracies differ as two seeds' do, and only means over seeds say whether
 
     python -m benchmarks.dropout_accuracy --data-root data --seeds 8
 
-Each case is a run of the tests' accuracy checks (tests/test_training.py: sage on cora, gcn on
+Each case is a run of the tests' accuracy checks (tests/trainer/test_training.py: sage on cora, gcn on
 pubmed, sage on synthetic at scale 0.01; and model=gat on cora), at seeds 0..N-1, both ways, the
 same seed giving the same batches and initial weights both ways. Reported per case: the mean and
 standard deviation of the test accuracy each way, and the mean of the per-seed differences with

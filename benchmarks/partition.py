@@ -8,7 +8,7 @@ max / mean), and the degree-cache hit ratio each part would get: --batches bsp b
 part's own training nodes sampled on the part's graph, with a cache of the --cache fraction of the
 part's nodes of highest local out-degree (its saved ranking), counting hits in n_id. The baseline
 of the hit ratio is the same batches sampled from the full graph (identical n_id: see
-tests/test_partition.py) with the same-fraction degree cache of the full graph; the baseline of
+tests/partition/test_partition.py) with the same-fraction degree cache of the full graph; the baseline of
 time and replication is `random`, run beside each method. Ratios are method / baseline.
 
 Each run is a child process with a time limit (--limit), so a METIS run that is too slow or too

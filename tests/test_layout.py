@@ -293,11 +293,37 @@ def test_benchmarks_are_modules_of_a_package_without_path_tricks():
 
 
 def test_test_modules_share_helpers_through_one_module():
-    """A test module imports no other test module: what they share lives in tests/helpers.py."""
+    """A test module imports no other test module: what they share lives in tests/helpers/."""
     found = []
-    for path in sorted((REPO / "tests").glob("*.py")):
+    for path in our_test_code():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
-                if node.module not in ("tests.helpers", "tests.threaded_interpreter"):
-                    found.append(f"{path.name} imports {node.module}")
+                if not node.module.startswith("tests.helpers") and node.module != "tests.samplers.threaded_interpreter":
+                    found.append(f"{path.relative_to(REPO)} imports {node.module}")
     assert found == [], "\n".join(found)
+
+
+TEST_FOLDERS = (*FOLDERS, "entry", "benchmarks")  # a folder per stage; entry: conveyor/*.py and launch.py
+
+
+def our_test_code() -> list:
+    """Our test code: everything under tests/ but PyG's verbatim files in tests/data/."""
+    return [p for p in sorted((REPO / "tests").rglob("*.py")) if "data" not in p.relative_to(REPO / "tests").parts]
+
+
+def test_tests_mirror_the_package():
+    """Whoever edits conveyor/<stage>/ finds its tests in tests/<stage>/ (`pytest tests/samplers`), each
+    folder with its own conftest.py; no test module lies loose at the top but this one."""
+    tests = REPO / "tests"
+    folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("data", "helpers", "__pycache__"))
+    assert folders == sorted(TEST_FOLDERS)
+    for folder in TEST_FOLDERS:
+        assert (tests / folder / "conftest.py").is_file(), folder
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder} holds no test module"
+    assert [p.name for p in tests.glob("test_*.py")] == ["test_layout.py"]
+
+
+def test_test_modules_have_names_of_their_own():
+    """Folders without __init__.py import their modules by basename: two of one name would collide."""
+    names = [p.name for p in our_test_code() if p.name.startswith("test_") or p.name == "threaded_interpreter.py"]
+    assert sorted(names) == sorted(set(names))

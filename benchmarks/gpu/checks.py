@@ -37,7 +37,7 @@ from benchmarks.gpu.install import install
 
 PYTEST_TEST_TIMEOUT_S = 90
 STRESS_CALLS_S = 30  # the calls' seconds count after start-up (the compiles), within the step's time
-QUICK_TESTS = ["-m", "not gpu and not slow", "tests/test_bsp_sampler.py"]  # the dry run's: CPU tests, quick
+QUICK_TESTS = ["-m", "not gpu and not slow", "tests/samplers/test_bsp_sampler.py"]  # the dry run's: CPU tests, quick
 ORDER_PLUGIN = "benchmarks.gpu.pytest_order"  # the weighted kernel's tests first, then the pipeline's
 
 ENV_CODE = r"""
@@ -128,8 +128,8 @@ def smoke(ctx: Context) -> dict:
 
 def gpu_test_modules() -> list[str]:
     """The test modules with GPU tests (a `pytest.mark.gpu` in them), found afresh each run."""
-    return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py")
-                  if "pytest.mark.gpu" in p.read_text())
+    return sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+                  if "data" not in p.relative_to(REPO).parts and "pytest.mark.gpu" in p.read_text())
 
 
 def tests_gpu(ctx: Context) -> dict:

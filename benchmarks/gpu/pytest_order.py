@@ -1,5 +1,5 @@
 """A pytest plugin for `check`'s tests_gpu step (`pytest -p benchmarks.gpu.pytest_order`): the
-weighted kernel's tests run first, then the CUDA-IPC pipeline's (tests/test_gpu_pipeline.py), then
+weighted kernel's tests run first, then the CUDA-IPC pipeline's (tests/pipeline/test_gpu_pipeline.py), then
 the rest, each group in its usual order. The step is cut at its time limit; what it never reaches
 is then the uniform kernel's tests, which smoke, stress and sanitize launch as well.
 

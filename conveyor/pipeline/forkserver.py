@@ -3,7 +3,7 @@ with torch and the stage code imported (`PRELOAD`), so that each stage process i
 instead of a fresh interpreter importing torch again (spawn: ~2 s idle, minutes under load).
 
 - CUDA: the fork server never initialises CUDA (nothing in `PRELOAD` touches it at import:
-  tests/test_stage_start.py checks), so each forked stage may use it, and CUDA IPC between the
+  tests/pipeline/test_stage_start.py checks), so each forked stage may use it, and CUDA IPC between the
   stages and the trainer works as from spawned ones. The trainer itself may have initialised CUDA:
   the server is a fresh interpreter (`python -c`), not a fork of the trainer.
 - The user's script: the server does not run it (`__main__` is not preloaded), and a stage runs it

@@ -56,7 +56,7 @@ MAX_SUPER_BATCH = 64
 # threads to 128 registers (4 programs per SM) and, under Triton 3.6, spills 8-16 bytes to reach
 # that; with this cap it takes ~150 and spills nothing (3 programs per SM: 65536 / (168 * 128)).
 # Newer Triton needs ~118 and keeps 4 programs per SM. `python -m conveyor.samplers.fused_compile`
-# checks it (tests/test_fused_compile.py).
+# checks it (tests/samplers/test_fused_compile.py).
 MAX_REGISTERS = 168
 
 

@@ -97,7 +97,7 @@ orders all its threads' writes first) is visible after the acquire:
     records, its pushes) and read with acquire by the termination check, which then reads the
     tail: every task counted complete was reserved before the tail is read;
   - `.cg` loads (through L2, never a stale L1 line) for data other programs wrote.
-tests/test_fused_compile.py compiles the kernel for sm_90 and checks these atomics are in the PTX.
+tests/samplers/test_fused_compile.py compiles the kernel for sm_90 and checks these atomics are in the PTX.
 
 Overflow: the host sizes the buffers. A write past a capacity is dropped (never out of bounds)
 while the counters keep counting, so the host sees what was needed and runs the launch again with

@@ -10,7 +10,7 @@ sources (its targets first) to its first `batch_size` targets. conveyor's models
 `PerHopGNN`); a module of your own may add them. A model whose `inference_per_layer` also takes
 `degree` gets the whole graph's in-degree of each row of `x` (trainer/models/gcn.py): GCN's
 normalisation then reads whole-graph degrees, and the output is a full-graph forward's
-(tests/test_layerwise_exact.py), though a source's in-edges are not in the batch.
+(tests/trainer/test_layerwise_exact.py), though a source's in-edges are not in the batch.
 
 Cost: layer i runs only on the nodes within L - i hops of the evaluated ones, each batch with all
 their in-edges. Only one batch is on the device at a time; each layer's output waits in host

@@ -5,7 +5,7 @@ edge_index it is given. Layer-wise evaluation (trainer/loop/layerwise.py) gives 
 in-edges of its targets: their degrees are whole, but a source that is not a target of the same
 batch would count only the edges into it that the batch holds, and its messages would weigh too
 much. Here the degrees come from the whole graph, so each layer gives exactly what a full-graph
-forward of the same weights gives (tests/test_layerwise_exact.py). Training on sampled subgraphs
+forward of the same weights gives (tests/trainer/test_layerwise_exact.py). Training on sampled subgraphs
 keeps GCNConv's own normalisation over the batch's edges, as PyG's NeighborLoader training does.
 """
 from __future__ import annotations

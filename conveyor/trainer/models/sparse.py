@@ -96,7 +96,7 @@ def csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple) -> Tensor:
 def adjacency(edge_index: Tensor, num_dst: int, num_src: int) -> Adjacency:
     """The CSR structure of `edge_index` (row 0 sources, row 1 targets below num_dst): one stable
     sort by target, of int32 keys (on this CPU 5 ms for a 365K-edge hop, ~1% of a training step).
-    No host read of a tensor's value, so a run's figures stay on the device (tests/test_loop.py)."""
+    No host read of a tensor's value, so a run's figures stay on the device (tests/trainer/test_loop.py)."""
     src, dst = edge_index[0].long(), edge_index[1].long()
     counts = torch.bincount(dst, minlength=num_dst)
     crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)

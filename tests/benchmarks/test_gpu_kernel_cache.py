@@ -120,7 +120,8 @@ def test_the_gpu_tests_variants_are_recorded_as_a_gpu_binds_them(tmp_path):
     out = tmp_path / "variants.json"
     env = {**os.environ, "TRITON_INTERPRET": "1", "GPU_SUITE_VARIANTS": str(out)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
-                           "benchmarks.gpu.record_variants", "-m", "not gpu", "tests/test_fused_sampler.py", "-k",
+                           "benchmarks.gpu.record_variants", "-m", "not gpu",
+                           "tests/samplers/test_fused_sampler.py", "-k",
                            "test_a_fanout_of_0_draws_nothing_at_that_hop"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:]

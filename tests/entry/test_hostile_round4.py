@@ -2,7 +2,7 @@
 sparse inputs, negatives of any size, learnable attributes, tampered checkpoints field by field,
 sizes the command line could not see (Planetoid's and a custom x.npy's widths, synthetic_mag), link
 splits without validation links, one-class labels, folders that cannot be made. As
-test_hostile_doors.py: each case a row of a table (tests/helpers.py's `Case`), ending in a checked
+test_hostile_doors.py: each case a row of a table (tests/helpers/cases.py: `Case`), ending in a checked
 result (PyG's where PyG defines it) or one `ConveyorError` paragraph, never a traceback.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PyG's own tests of its LinkNeighborLoader (tests/data/pyg/test_link_neighbor_loader.py, verbatim)
 run with conveyor's: the one import changed, PyG's gates on pyg-lib and torch_sparse opened
-(tests/helpers.py, `pyg_spec_tests`). Every homogeneous, non-temporal test that PyG's loader
+(tests/helpers/pyg_spec.py, `pyg_spec_tests`). Every homogeneous, non-temporal test that PyG's loader
 passes passes here (the 17 items of /work/notes' research note: the basic test's 12, edge_label,
 no_edges, triplet at amount 1 and 2, mapping; and the triplet test's disjoint ones, issue 48; PyG
 needs pyg-lib for those, conveyor does not), over the serial pipeline in full and
@@ -27,7 +27,7 @@ NOT_RUN = {
 TRIPLET = {"disjoint": [False, True], "temporal": [False]}
 SERIAL = {"test_homo_link_neighbor_loader_triplet": TRIPLET}
 # Through the async pipeline's processes: binary negatives with edge attributes under both subgraph
-# types, given labels, triplet negatives, e_id (labels' dtypes: tests/test_link_loader.py, serial = async).
+# types, given labels, triplet negatives, e_id (labels' dtypes: tests/loader/test_link_loader.py, serial = async).
 ASYNC = {"test_homo_link_neighbor_loader_basic": {"filter_per_worker,neg_sampling_ratio,subgraph_type": [
              (None, 1.0, "directional"), (False, None, "bidirectional")]},
          "test_homo_link_neighbor_loader_triplet": {**TRIPLET, "amount": [2]},

@@ -1,4 +1,4 @@
-"""The fused sampler with its programs running concurrently (tests/threaded_interpreter.py).
+"""The fused sampler with its programs running concurrently (tests/samplers/threaded_interpreter.py).
 
 The plain interpreter runs the programs of a launch one after another, so program 0 does all the
 work and the kernel's cross-program protocol (claiming chunks and task slots, pushing tasks while
@@ -33,7 +33,7 @@ from tests.helpers import (  # noqa: E402
     star_graph,
     with_isolated,
 )
-from tests.threaded_interpreter import threaded_programs  # noqa: E402
+from tests.samplers.threaded_interpreter import threaded_programs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not fused.INTERPRETED, reason="runs the kernel under Triton's interpreter")
 

@@ -356,7 +356,7 @@ def test_bad_configuration():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or fused.INTERPRETED, reason="needs CUDA and the compiled kernel")
 def test_the_variants_a_gpu_compiles_do_not_spill():
-    """What the GPU's own compiler made of the kernel (tests/test_fused_compile.py checks sm_90
+    """What the GPU's own compiler made of the kernel (tests/samplers/test_fused_compile.py checks sm_90
     without a GPU): super-batches of 1, 4 and 8 within the register cap, nothing spilled, for the
     uniform kernel and the weighted one (weight_attr)."""
     graph = power_law_graph()
@@ -378,7 +378,7 @@ def test_cpu_without_interpreter_is_a_clear_error():
             "except ConveyorError as e:\n    print(e)\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         cwd=Path(__file__).resolve().parents[1], timeout=120)
+                         cwd=Path(__file__).resolve().parents[2], timeout=120)
     assert "fused needs CUDA or TRITON_INTERPRET=1" in out.stdout, out.stderr[-2000:]
 
 

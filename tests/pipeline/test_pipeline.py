@@ -257,7 +257,7 @@ def test_measured_sm_shares_restart_the_stages_with_their_own_percentage(pipelin
     assert_gone(old_pids)
     for name in source.processes:
         # A stage is a fork of the fork server: it sets the environment its spec hands it (what it
-        # sees of it: tests/test_stage_start.py), which /proc/<pid>/environ, fixed at exec, never shows.
+        # sees of it: tests/pipeline/test_stage_start.py), which /proc/<pid>/environ, fixed at exec, never shows.
         share = source.stages.environments[name]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"]
         assert share == str(source.mps.percentages[name])
 

@@ -99,7 +99,7 @@ def test_a_sage_encoder_learns_coras_links_and_reports_them(cora_runs):
 def test_a_resumed_serial_run_replays_the_uninterrupted_async_one(cora_runs):
     """The split, the batches' negatives and dropout come from the run's seed and streams, and the
     async pipeline draws the batches the serial one draws: the same batches, so the same figures up
-    to the CPU kernels' float rounding (as tests/test_training.py)."""
+    to the CPU kernels' float rounding (as tests/trainer/test_training.py)."""
     straight, resumed = cora_runs["straight"].history, cora_runs["resumed"].history
     assert len(straight) == len(resumed) == 2
     for one, two in zip(straight, resumed):

@@ -1,14 +1,13 @@
 """PyG's own tests of its NeighborLoader (tests/data/pyg/test_neighbor_loader.py, verbatim) run
 with conveyor's: the one import changed, PyG's gates on pyg-lib and torch_sparse opened
-(tests/helpers.py, `pyg_spec_tests`). Every non-temporal test that PyG's loader passes, homogeneous
+(tests/helpers/pyg_spec.py, `pyg_spec_tests`). Every non-temporal test that PyG's loader passes, homogeneous
 and heterogeneous (issue 38: every subgraph type, the weighted and sampled-info tests, typed stores),
 passes here, over the serial pipeline in full and over the async one for the tests that exercise
 what its processes move (each async loader starts two processes, ~3-5 s). `NOT_RUN` names the
 tests left out, each with its reason (the README lists them too)."""
-import pytest
 
 from conveyor import NeighborLoader
-from tests.helpers import pyg_get_dataset, pyg_spec_tests
+from tests.helpers import pyg_spec_tests
 
 NOT_RUN = {
     "test_temporal_hetero_neighbor_loader_on_karate": "temporal sampling (PyG's needs pyg-lib too)",
@@ -36,7 +35,3 @@ def chosen(pipeline: str, names=None) -> dict:
 globals().update(chosen("serial"))
 globals().update(chosen("async", ASYNC))
 
-
-@pytest.fixture(scope="session")
-def get_dataset():
-    return pyg_get_dataset()

@@ -1,6 +1,6 @@
 """Typed graphs (issue 38): the layout (partition/hetero.py), typed bsp (samplers/typed.py), the feature
 cache per node type (cache/typed.py), conveyor.NeighborLoader's HeteroData batches (loader/hetero.py;
-PyG's own hetero tests run in tests/test_pyg_loader_spec.py), the trainer's typed models
+PyG's own hetero tests run in tests/loader/test_pyg_loader_spec.py), the trainer's typed models
 (trainer/models/hetero.py) and the datasets (synthetic_mag, mag)."""
 import json
 import re

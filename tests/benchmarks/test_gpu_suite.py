@@ -170,15 +170,16 @@ def test_every_command_line_ran_and_the_figures_reach_the_summary(calls):
 def test_the_gpu_tests_run_weighted_first_then_the_pipeline():
     """tests_gpu's order (benchmarks/gpu/pytest_order.py), as pytest collects `-m gpu`."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p",
-                           "benchmarks.gpu.pytest_order", "-m", "gpu", "tests/test_fused_sampler.py",
-                           "tests/test_gpu_pipeline.py"], cwd=REPO, capture_output=True, text=True, timeout=900)
+                           "benchmarks.gpu.pytest_order", "-m", "gpu", "tests/samplers/test_fused_sampler.py",
+                           "tests/pipeline/test_gpu_pipeline.py"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
     ids = [line for line in proc.stdout.splitlines() if line.startswith("tests/")]
     order = json.loads(next(line for line in proc.stdout.splitlines() if "gpu_suite_order" in line))["gpu_suite_order"]
     weighted, pipeline = ids[:order["weighted"]], ids[order["weighted"]: order["weighted"] + order["pipeline"]]
     assert order["weighted"] >= 5 and order["pipeline"] == 2
     assert len(ids) == order["weighted"] + order["pipeline"] + order["other"]
     assert all("weight" in i or "-w" in i or "[w-" in i or "variants_a_gpu_compiles" in i for i in weighted), weighted
-    assert all(i.startswith("tests/test_gpu_pipeline.py::") for i in pipeline)
+    assert all(i.startswith("tests/pipeline/test_gpu_pipeline.py::") for i in pipeline)
     assert not any("weight" in i or "[w-" in i or "pipeline" in i for i in ids[len(weighted) + len(pipeline):])
 
 

@@ -1,4 +1,4 @@
-"""The threaded-programs harness (tests/threaded_interpreter.py) on toy kernels: it catches a planted
+"""The threaded-programs harness (tests/samplers/threaded_interpreter.py) on toy kernels: it catches a planted
 cross-program race that the sequential interpreter misses, shows where a spin hangs, runs
 programs that wait for each other, and hands a program's exception to the caller."""
 import os
@@ -17,7 +17,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
-from tests.threaded_interpreter import ProgramsHung, threaded_programs  # noqa: E402
+from tests.samplers.threaded_interpreter import ProgramsHung, threaded_programs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the harness runs Triton's interpreter (TRITON_INTERPRET=1)")

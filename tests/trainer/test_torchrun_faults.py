@@ -1,7 +1,7 @@
 """A torchrun job whose rank or agent dies stops its other ranks within a minute, in one conveyor
 paragraph naming the rank that died (trainer/distributed/watch.py), and the same command with
 run.resume=true then goes on from the last checkpoint. Two torchrun agents on 127.0.0.1, one gloo
-rank each (as tests/test_torchrun.py); the watch's reading of the ranks' heartbeats is tested
+rank each (as tests/trainer/test_torchrun.py); the watch's reading of the ranks' heartbeats is tested
 against a store of its own."""
 import contextlib
 import json

@@ -186,7 +186,7 @@ def test_pygs_defaults_spelled_out_are_accepted():
     loader.close()
 
 
-def test_an_empty_heterodata_is_refused():  # a HeteroData with types: tests/test_hetero.py
+def test_an_empty_heterodata_is_refused():  # a HeteroData with types: tests/loader/test_hetero.py
     from torch_geometric.data import HeteroData
     with pytest.raises(ConveyorError, match="no node or edge types"):
         NeighborLoader(HeteroData(), [2], pipeline="serial")

@@ -29,7 +29,7 @@ from conveyor.samplers import fused, fused_kernel  # noqa: E402
 from conveyor.samplers.fused import FusedSampler  # noqa: E402
 from tests.helpers import power_law_graph  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def compile_reports(*args):
