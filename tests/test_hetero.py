@@ -257,7 +257,8 @@ def test_rgcn_needs_a_typed_graph_and_a_typed_graph_one_rank_drawn_by_bsp():
     with pytest.raises(ConveyorError, match="trains typed graphs"):
         build_model(ModelSettings(name="rgcn"), 8, 3, 2)
     assert "set run.world_size=1" in refusal("data=synthetic_mag", "run.world_size=2")
-    assert "with sampler=bsp (or auto)" in refusal("data=synthetic_mag", "sampler=fused")
+    assert "does not draw a typed graph; choose a sampler that does (bsp)" in refusal("data=synthetic_mag",
+                                                                                     "sampler=fused")
     assert "trains task=node only" in refusal("data=synthetic_mag", "task=link")
 
 

@@ -6,8 +6,8 @@ import sys
 import pytest
 import torch
 
+from conveyor.loader.seeds import epoch_seed_batches
 from conveyor.partition.datasets import load_configured
-from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.trainer.loop.epoch import evaluate, train_epoch
 from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.run import build_batch_source, train

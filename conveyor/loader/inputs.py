@@ -11,15 +11,13 @@ from torch import Tensor
 
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
-from conveyor.core.extras import require_extra
 from conveyor.loader.repeated_seeds import directional_repeats
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
-from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, resolve_sampler_name
-from conveyor.samplers.settings import SAMPLERS
+from conveyor.samplers import SamplerSpec, resolve_sampler_name, sampler_entry
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.typed import relation_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
@@ -105,18 +103,10 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
         raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
     if isinstance(sampler, str):
-        if sampler not in (*SAMPLERS, "auto"):
-            raise ConveyorError(f"conveyor.NeighborLoader's node_sampler must be one of auto, "
-                                f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
-        if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
-            raise ConveyorError(f"node_sampler={sampler!r} draws graphs of one node and edge type; sample a "
-                                f"HeteroData with node_sampler='bsp' (or 'auto').")
-        if resolve_sampler_name(sampler, device) == "fused":
-            require_extra("triton", "node_sampler='fused'")  # here, not in the sampler's process
         name = resolve_sampler_name(sampler, device)
-        check_replace(options.replace, name, is_typed(graph), options.weight_attr)
-        check_disjoint(options.disjoint, name, is_typed(graph), options.weight_attr)
-        sampler = SamplerSpec(name, fanouts, seed, once=True,  # PyG's draws
+        entry = sampler_entry(name)
+        entry.check(is_typed(graph), options.weight_attr, options.replace, options.disjoint, where=" (node_sampler=)")
+        sampler = SamplerSpec(name, fanouts, seed, once=entry.per_node,  # PyG's draws where it can: cut to them else
                               **({"weight_attr": options.weight_attr} if options.weight_attr else {}),
                               **{k: True for k in ("replace", "disjoint") if getattr(options, k)})
     elif options.replace or options.disjoint:
