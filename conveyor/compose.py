@@ -69,7 +69,9 @@ def register_defaults() -> None:
         store.store(group="data", name=f"{name}_settings", node=own)
     for name, entry in REGISTRY.items():  # a sampler's own options (samplers/registry.py)
         if entry.options is not None:
-            own = {key: value for key, value in defaults(entry.options).items() if key not in defaults(SamplerSettings)}
+            shared = defaults(SamplerSettings)  # its own keys, and the shared ones it defaults otherwise
+            own = {key: value for key, value in defaults(entry.options).items()
+                   if key not in shared or shared[key] != value}
             store.store(group="sampler", name=f"{name}_settings", node=own)
 
 

@@ -21,8 +21,7 @@ from conveyor.core.errors import one_line
 from conveyor.core.fields import choice, declared, known_keys, unknown_key_message
 from conveyor.partition.datasets import DATASETS
 from conveyor.partition.settings import DataSettings, data_settings
-from conveyor.samplers.registry import resolve_name
-from conveyor.samplers.settings import REGISTRY, SamplerSettings
+from conveyor.samplers.settings import SamplerSettings, sampler_settings
 from conveyor.settings import Settings
 from conveyor.trainer.settings import ModelSettings
 
@@ -105,13 +104,6 @@ def build(cls, values: dict):
     if cls is ModelSettings:
         kwargs["arguments"] = {name: value for name, value in values.items() if name not in fields}
     return cls(**kwargs)
-
-
-def sampler_settings(values: dict) -> type:
-    """The settings class of the sampler `values` name: its registry entry's own (samplers/registry.py),
-    or every sampler's for a `_target_` or a name no entry has (refused by name as it is built)."""
-    entry = REGISTRY.get(resolve_name(values.get("name"))) if not values.get("_target_") else None
-    return (entry.options if entry is not None else None) or SamplerSettings
 
 
 def declared_field(cls, name: str):

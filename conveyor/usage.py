@@ -12,9 +12,9 @@ import textwrap
 from omegaconf import OmegaConf
 
 from conveyor.compose import CONF, compose_config
-from conveyor.config import sampler_settings
 from conveyor.core.fields import declared, default_of
 from conveyor.partition.settings import data_settings
+from conveyor.samplers.settings import sampler_settings
 from conveyor.settings import Settings
 
 WIDTH, KEY_COLUMN = 110, 36

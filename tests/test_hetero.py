@@ -104,7 +104,8 @@ def test_on_one_node_and_edge_type_it_draws_exactly_what_bsp_draws():
     typed = typed_graph({"v": 200}, {("v", "to", "v"): edges})
     plain = Graph.from_edge_index(edges, 200, dedup=False)
     for once in (False, True):
-        ours = build_sampler("bsp", typed, [5, 3], seed=7, once=once).sample(torch.tensor([4, 9, 100]))
+        ours = build_sampler("bsp", typed, [5, 3], seed=7, draws="per_node" if once else "per_hop").sample(
+            torch.tensor([4, 9, 100]))
         theirs = BSPSampler(plain, [5, 3], seed=7, once=once).sample(torch.tensor([4, 9, 100]))
         assert torch.equal(ours.n_id, theirs.n_id)
         assert all(map(torch.equal, ours.edge_index_per_hop, theirs.edge_index_per_hop))

@@ -170,7 +170,7 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"input_nodes": torch.tensor([1.0, 2.0])}, "integer node ids"),  # repeated ids are taken, as PyG
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),
-    ({"node_sampler": "fastest"}, "unknown sampler 'fastest'; choose one of auto, bsp"),
+    ({"node_sampler": "fastest"}, "sampler.name must be one of auto, bsp"),
 ])
 def test_an_unsupported_keyword_is_refused_by_name(keywords, words):
     arguments = {"num_neighbors": [2], "batch_size": 8, "pipeline": "serial", **keywords}

@@ -31,8 +31,9 @@ DRAWS = ("per_hop", "per_node")  # sampler.draws: conveyor's message-flow graphs
 @dataclass(frozen=True)
 class SamplerEntry:
     """One sampler and what it can draw: `typed` graphs (partition/hetero.py), by edge `weights`
-    (weight_attr), with `replace`ment, `disjoint` subgraphs, `per_node` draws (PyG's: each node
-    once); `extra`: the module it needs that conveyor installs on request (core/extras.py)."""
+    (weight_attr), with `replace`ment, `disjoint` subgraphs, and how its nodes draw (`draws`, of
+    DRAWS: per_hop, every node reached at every later hop; per_node, each node once, as PyG's
+    NeighborLoader); `extra`: the module it needs that conveyor installs on request (core/extras.py)."""
     name: str
     target: str  # module.attribute: the class or function that builds it
     help: str = ""
@@ -41,33 +42,36 @@ class SamplerEntry:
     weights: bool = False
     replace: bool = False
     disjoint: bool = False
-    per_node: bool = False
+    draws: tuple = ("per_hop",)  # one of them: it takes no keyword; both: per_node is asked with once=True
     extra: Optional[str] = None
 
     def check(self, typed: bool = False, weight_attr: Optional[str] = None, replace: bool = False,
-              disjoint: bool = False, per_node: bool = False, where: str = "") -> None:
-        """Refuse, before any work, what this sampler cannot draw (the one check of it)."""
-        asked = {"a typed graph": (typed, self.typed), "weight_attr": (weight_attr is not None, self.weights),
-                 "replace=True (sampling with replacement)": (replace, self.replace),
-                 "disjoint=True (each seed its own subgraph)": (disjoint, self.disjoint),
-                 "sampler.draws=per_node (PyG's per-node draws)": (per_node, self.per_node)}
-        missing = [what for what, (wanted, can) in asked.items() if wanted and not can]
+              disjoint: bool = False, draws: str = "per_hop", where: str = "") -> None:
+        """Refuse, before any work, what this sampler cannot draw: the one check of a sampler's
+        options, whichever door (command line, fit(), NeighborLoader) asked."""
+        asked = {"a typed graph": ("typed", typed), "weight_attr": ("weights", weight_attr is not None),
+                 "replace=True (sampling with replacement)": ("replace", replace),
+                 "disjoint=True (each seed its own subgraph)": ("disjoint", disjoint)}
+        wanted = [key for key, on in asked.values() if on]
+        missing = [what for what, (key, on) in asked.items() if on and not getattr(self, key)]
+        if draws not in self.draws:
+            missing.append(f"sampler.draws={draws} (it draws {' or '.join(self.draws)})")
         if (replace or disjoint) and (typed or weight_attr is not None):
             missing.append("replace=True or disjoint=True on a typed graph or with weight_attr (both are drawn "
                            "uniformly, on a graph of one node and edge type)")
+        if disjoint and draws != "per_node":
+            missing.append("disjoint=True with sampler.draws=per_hop (each seed's own subgraph is drawn per node)")
         if missing:
-            able = [e.name for e in REGISTRY.values() if all(getattr(e, k) for k in self.asked_keys(
-                typed, weight_attr, replace, disjoint, per_node))] if len(missing) == 1 else []
+            able = [e.name for e in REGISTRY.values() if all(getattr(e, k) for k in wanted) and draws in e.draws]
             raise ConveyorError(f"sampler {self.name}{where} does not draw {' and '.join(missing)}; choose a "
                                 f"sampler that does ({', '.join(able) or 'none of conveyor own'}), or leave that "
                                 f"out (torch_geometric.loader.NeighborLoader draws every PyG option).")
         if self.extra is not None:
             require_extra(self.extra, f"sampler={self.name}")
 
-    @staticmethod
-    def asked_keys(typed, weight_attr, replace, disjoint, per_node) -> list:
-        return [k for k, v in (("typed", typed), ("weights", weight_attr is not None), ("replace", replace),
-                               ("disjoint", disjoint), ("per_node", per_node)) if v]
+    def draw_keywords(self, draws: str) -> dict:
+        """How `draws` is asked of the sampler: `once=True` for per_node, where it draws both ways."""
+        return {"once": True} if draws == "per_node" and len(self.draws) > 1 else {}
 
     def build(self, graph, fanouts, **keywords):
         """The sampler over `graph`: only the keywords it takes are passed (those asked for were

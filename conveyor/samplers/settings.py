@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 from typing import ClassVar, Optional
 
 from conveyor.core import ConveyorError
-from conveyor.core.fields import REQUIRED, Rule, Section, boolean, parsed, setting, text
-from conveyor.samplers.registry import AUTO, REGISTRY, register_sampler
+from conveyor.core.fields import REQUIRED, Rule, Section, boolean, choice, parsed, setting, text
+from conveyor.samplers.registry import AUTO, DRAWS, REGISTRY, register_sampler, resolve_name
 from conveyor.samplers.validation import check_fanouts
 
 
@@ -49,6 +49,11 @@ class SamplerSettings(Section):
         [15, 10, 5], "neighbours drawn per node, one per hop; hop 1 (the seeds' own neighbours) first, as "
         "PyG's num_neighbors (DGL's NeighborSampler takes the reverse, [5, 10, 15]); -1: every neighbour",
         parsed(check_fanouts))
+    draws: str = setting(
+        "per_node", "how the nodes draw their neighbours: per_node, each node once, at the hop after the one that "
+        "first reached it, reused by every later layer (PyG's NeighborLoader: the same subgraph through "
+        "conveyor.NeighborLoader, fit() and the command line) | per_hop, every node reached so far again at each "
+        "hop, independently (message-flow graphs; fused draws only so, its default)", choice(DRAWS))
     _target_: Optional[str] = setting(None, "your own sampler's class (module.Class, registered with "
                                             "register_sampler: docs/contributing.md); null: the sampler name",
                                       text(nullable=True, hint="a class, e.g. my.module.MySampler"))
@@ -62,9 +67,17 @@ class SamplerSettings(Section):
 
 @dataclass(frozen=True, kw_only=True)
 class FusedSettings(SamplerSettings):
-    """`sampler=fused`'s own option."""
+    """`sampler=fused`'s own option, and its draws: per hop only (the kernel's)."""
+    draws: str = setting("per_hop", "fused draws every reached node at every hop: per_hop only", choice(DRAWS))
     deterministic: bool = setting(True, "fused: canonical order within each hop, so a seed repeats its "
                                         "batches bit for bit", boolean())
+
+
+def sampler_settings(values: dict) -> type:
+    """The settings class of the sampler `values` name: its registry entry's own (samplers/registry.py),
+    or every sampler's for a `_target_` or a name no entry has (refused by name as it is built)."""
+    entry = REGISTRY.get(resolve_name(values.get("name"))) if not values.get("_target_") else None
+    return (entry.options if entry is not None else None) or SamplerSettings
 
 
 def own_options(settings: SamplerSettings) -> dict:
@@ -76,10 +89,10 @@ def own_options(settings: SamplerSettings) -> dict:
 # conveyor's own samplers: each its module (the target, imported when one is built) and its
 # conf/sampler YAML; what it can draw is asked of this entry alone (samplers/registry.py).
 register_sampler("bsp", "conveyor.samplers.bsp_family.build_bsp", typed=True, weights=True, replace=True,
-                 disjoint=True, per_node=True, help="one hop at a time with torch ops (CPU or CUDA): the reference")
+                 disjoint=True, draws=DRAWS, help="one hop at a time with torch ops (CPU or CUDA): the reference")
 register_sampler("fused", "conveyor.samplers.fused.FusedSampler", weights=True, extra="triton", options=FusedSettings,
                  help="all hops in one persistent Triton kernel (CUDA, opt-in until validated on a GPU; CPU only "
                       "under TRITON_INTERPRET=1)")
-register_sampler("pyg", "conveyor.samplers.pyg.PyGSampler", weights=True, replace=True,
+register_sampler("pyg", "conveyor.samplers.pyg.PyGSampler", weights=True, replace=True, draws=("per_node",),
                  help="PyG's neighbour sampler (needs pyg-lib or torch_sparse: pip install conveyor[pyg])")
 SamplerSettings.OPTIONS.update({name: entry.help for name, entry in REGISTRY.items()})  # for --help

@@ -58,7 +58,7 @@ def check_sampler(settings: TrainingSettings, device) -> None:
     extra included: named here, not in the sampler process."""
     entry = sampler_entry(settings.sampler.name, settings.sampler._target_, device)
     typed = dataset_entry(settings.data.name, settings.data._target_).typed
-    entry.check(typed=typed, where=f" (data={settings.data.name})")
+    entry.check(typed=typed, draws=settings.sampler.draws, where=f" (data={settings.data.name})")
 
 
 def known_widths(data) -> tuple:

@@ -5,10 +5,13 @@ import json
 import os
 import textwrap
 
+import pytest
 import torch
 
 import conveyor
+from conveyor.partition.datasets import REGISTRY as DATASETS
 from conveyor.partition.datasets import load_dataset
+from conveyor.samplers import REGISTRY as SAMPLERS
 from tests.helpers import launch
 
 OWN = textwrap.dedent('''
@@ -26,7 +29,7 @@ OWN = textwrap.dedent('''
     from conveyor.samplers.bsp import BSPSampler
 
 
-    @register_sampler("every")
+    @register_sampler("every", draws=("per_hop", "per_node"))  # takes once=True for per_node, as bsp
     class EveryNeighbour(BSPSampler):
         """Every in-neighbour at each hop, whatever the fanouts: no random draw."""
 
@@ -50,6 +53,14 @@ OWN = textwrap.dedent('''
                                      train_idx=ids[: size // 2], val_idx=ids[size // 2: 3 * size // 4],
                                      test_idx=ids[3 * size // 4:], num_classes=2, name="ring")
 ''')
+
+
+@pytest.fixture(autouse=True)
+def registries_as_they_were():
+    """Registering is for the process: the other tests' registries stay conveyor's own."""
+    yield
+    SAMPLERS.pop("every", None)
+    DATASETS.pop("ring", None)
 
 
 def own_module(folder, monkeypatch=None):
