@@ -65,7 +65,7 @@ def able(typed: bool) -> list:
 SAMPLED = "conveyor.trainer.models.sampled.sampled_gnn"
 HETERO = "conveyor.trainer.models.hetero"
 register_model("sage", "GraphSAGE (PyG SAGEConv, mean aggregation); one layer per fanout", build=SAMPLED,
-               typed_build=f"{HETERO}.hetero_sage", reference="torch_geometric.nn.GraphSAGE")
+               typed_build=f"{HETERO}.typed_sage", reference="torch_geometric.nn.GraphSAGE")
 register_model("gcn", "GCN (PyG GCNConv) on the sampled subgraph, with self-loops", build=SAMPLED, degrees=True,
                reference="torch_geometric.nn.GCN")
 register_model("mlp", "baseline that ignores the graph: the same depth over each node's own features", build=SAMPLED,

@@ -294,7 +294,7 @@ def rgcn_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
                     widths, embedding)
 
 
-def hetero_sage(model, graph: TypedGraph, num_layers: int) -> nn.Module:
+def typed_sage(model, graph: TypedGraph, num_layers: int) -> nn.Module:
     """model=sage on a typed graph: PyG's to_hetero(GraphSAGE)."""
     from torch_geometric.nn import GraphSAGE
     gnn = GraphSAGE((-1, -1), model.hidden, num_layers, int(graph.num_classes), dropout=model.dropout)
