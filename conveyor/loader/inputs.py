@@ -18,7 +18,7 @@ from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
 from conveyor.samplers import SamplerSpec, sampler_entry
-from conveyor.samplers.settings import sampler_settings
+from conveyor.samplers.settings import sampler_names, sampler_settings
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.typed import relation_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
@@ -110,10 +110,10 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
         raise ConveyorError("replace=True, disjoint=True and draws= work with conveyor's samplers (by name); your "
                             "own sampler draws as it likes: draw so in it, or leave them out.")
     elif not (callable(getattr(sampler, "sample", None)) or callable(getattr(sampler, "build", None))):
-        raise ConveyorError(f"node_sampler= takes auto, bsp, fused, pyg, or a sampler object (with sample(seeds) or "
+        raise ConveyorError(f"node_sampler= takes {sampler_names()}, or a sampler object (with sample(seeds) or "
                             f"build(graph, device)), got a {type(sampler).__name__}.")
     elif options.weight_attr is not None:
-        raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
+        raise ConveyorError("weight_attr= works with conveyor's samplers (by name); your own sampler "
                             "draws as it likes: weigh its draws itself, or leave weight_attr out.")
     if options.subgraph_type == "directional" or (options.subgraph_type == "bidirectional" and is_typed(graph)):
         return sampler  # a HeteroData's reverses join its edge types: made per batch (loader/hetero.py)
