@@ -229,9 +229,9 @@ def trace_optimal(args, host_nodes: int) -> dict:
     import torch
 
     from conveyor.config import load_settings
+    from conveyor.loader.seeds import EpochPlan
     from conveyor.partition.datasets import load_configured
     from conveyor.pipeline.batch import reseed
-    from conveyor.pipeline.seeds import EpochPlan
     from conveyor.samplers import SamplerSpec
     settings = load_settings(overrides(args, args.scale, tempfile.mkdtemp()), check_machine=False)
     graph = load_configured(settings.data)

@@ -162,7 +162,7 @@ def setup(args, mode):
 
 
 def epoch_batches(args, graph, epoch):
-    from conveyor.pipeline.seeds import STREAM_SAMPLER, epoch_seed_batches, stream_seed
+    from conveyor.loader.seeds import STREAM_SAMPLER, epoch_seed_batches, stream_seed
     return (epoch_seed_batches(graph.train_idx, args.batch_size, args.seed, epoch),
             stream_seed(args.seed, epoch, STREAM_SAMPLER))
 

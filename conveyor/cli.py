@@ -76,7 +76,7 @@ def checked(cfg: DictConfig) -> Settings:
 def save_config(settings: Settings, hydra_node: DictConfig, overrides: list) -> None:
     """`.hydra/` in run.out_dir, as Hydra's own runs write it: the run's config (its settings,
     resolved), Hydra's node (the option chosen in each group) and the overrides given."""
-    from conveyor.core.links import own_folder
+    from conveyor.core.symlink_safety import own_folder
     from conveyor.trainer.outputs.files import write_atomically
     from conveyor.trainer.outputs.outdir import owns_out_dir
     if not owns_out_dir():

@@ -29,6 +29,7 @@ import conveyor.conf
 from conveyor.core.errors import ConveyorError, did_you_mean, one_line
 from conveyor.core.fields import defaults, known_keys, unknown_key_message
 from conveyor.partition.settings import COMMON, DATA_SETTINGS
+from conveyor.samplers.settings import REGISTRY, SamplerSettings
 from conveyor.settings import Settings
 
 HYDRA_HELD = threading.RLock()  # held while Hydra's global instance composes a config
@@ -36,7 +37,7 @@ HYDRA_HELD = threading.RLock()  # held while Hydra's global instance composes a 
 # The Hydra YAML: the package conveyor.conf, wherever it was imported from (the wheel's
 # conveyor/conf/, a checkout's conf/).
 CONF = Path(conveyor.conf.__file__).resolve().parent
-TARGET = "model._target_"  # the model class, given on the command line with or without `+`
+TARGETS = ("model._target_", "sampler._target_")  # a class, given on the command line with or without `+`
 
 
 def run_id() -> str:
@@ -66,6 +67,12 @@ def register_defaults() -> None:
     for name, cls in DATA_SETTINGS.items():
         own = {key: value for key, value in defaults(cls).items() if key not in COMMON}
         store.store(group="data", name=f"{name}_settings", node=own)
+    for name, entry in REGISTRY.items():  # a sampler's own options (samplers/registry.py)
+        if entry.options is not None:
+            shared = defaults(SamplerSettings)  # its own keys, and the shared ones it defaults otherwise
+            own = {key: value for key, value in defaults(entry.options).items()
+                   if key not in shared or shared[key] != value}
+            store.store(group="sampler", name=f"{name}_settings", node=own)
 
 
 register_defaults()
@@ -106,9 +113,10 @@ def check_group_choices(overrides: Sequence[str]) -> None:
 
 def target_added(overrides: Sequence[str]) -> list[str]:
     """The overrides with `model._target_=X`, `+model._target_=X` or `++model._target_=X` as
-    `++model._target_=X` (add or replace): PyG users write it with or without Hydra's `+`, as
-    README does. The `conveyor` command passes its arguments through here to Hydra as well."""
-    return [f"++{arg.lstrip('+')}" if arg.lstrip("+").startswith(f"{TARGET}=") else arg for arg in overrides]
+    `++model._target_=X` (add or replace; `sampler._target_` likewise): PyG users write it with or
+    without Hydra's `+`, as README does. The `conveyor` command passes its arguments through here to Hydra as well."""
+    return [f"++{arg.lstrip('+')}" if arg.lstrip("+").startswith(tuple(f"{t}=" for t in TARGETS)) else arg
+            for arg in overrides]
 
 
 def explain_hydra_error(error: Exception) -> str:

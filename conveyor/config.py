@@ -18,8 +18,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from conveyor.core import ConveyorError
 from conveyor.core.errors import one_line
-from conveyor.core.fields import declared, known_keys, unknown_key_message
+from conveyor.core.fields import choice, declared, known_keys, unknown_key_message
+from conveyor.partition.datasets import DATASETS
 from conveyor.partition.settings import DataSettings, data_settings
+from conveyor.samplers.settings import SamplerSettings, sampler_settings
 from conveyor.settings import Settings
 from conveyor.trainer.settings import ModelSettings
 
@@ -37,9 +39,13 @@ def settings_from_config(cfg: DictConfig, check_machine: bool = True) -> Setting
     values = plain_values(OmegaConf.masked_copy(cfg, [key for key in cfg.keys() if key != "hydra"]))
     data = values.get("data", {})
     problem = declared_field(DataSettings, "name").metadata["rule"].problem("data.name", data.get("name"))
-    if problem:  # the dataset decides which data.* keys exist
+    if problem or not data.get("_target_"):  # the dataset decides which data.* keys exist
+        problem = problem or choice(DATASETS).problem("data.name", data.get("name"))
+    if problem:
         raise ConveyorError(problem)
-    check_known(values, [*known_keys(Settings), *(f"data.{k}" for k in known_keys(data_settings(data["name"])))])
+    own = {"data": data_settings(data["name"], data.get("_target_")),
+           "sampler": sampler_settings(values.get("sampler", {}))}
+    check_known(values, [*known_keys(Settings), *(f"{name}.{k}" for name, cls in own.items() for k in known_keys(cls))])
     settings = build(Settings, values)
     if check_machine:
         from conveyor.trainer.config import check_machine as check
@@ -89,7 +95,9 @@ def build(cls, values: dict):
     """A settings section of `values`: nested sections built first, so the first message is the
     innermost key's; a model's undeclared keys are its class's arguments."""
     if issubclass(cls, DataSettings):
-        cls = data_settings(values.get("name"))
+        cls = data_settings(values.get("name"), values.get("_target_"))
+    if issubclass(cls, SamplerSettings):
+        cls = sampler_settings(values)
     fields = {f.name: f for f in declared(cls)}
     kwargs = {name: build(fields[name].default_factory, value) if fields[name].metadata.get("section") else value
               for name, value in values.items() if name in fields}

@@ -12,8 +12,9 @@ import textwrap
 from omegaconf import OmegaConf
 
 from conveyor.compose import CONF, compose_config
-from conveyor.core.fields import declared
+from conveyor.core.fields import declared, default_of
 from conveyor.partition.settings import data_settings
+from conveyor.samplers.settings import sampler_settings
 from conveyor.settings import Settings
 
 WIDTH, KEY_COLUMN = 110, 36
@@ -65,7 +66,8 @@ def group_lines(choices: dict) -> list:
 
 def key_lines(values: dict) -> list:
     lines = ["== Keys and their defaults: KEY=VALUE overrides one =="]
-    classes = {**sections(), "data": data_settings(values["data"]["name"])}
+    data = data_settings(values["data"]["name"], values["data"].get("_target_"))
+    classes = {**sections(), "data": data, "sampler": sampler_settings(values["sampler"])}
     for name, value in values.items():
         if name in classes:
             lines.append(f"{name}:")
@@ -81,8 +83,9 @@ def section_lines(cls, values: dict, prefix: str) -> list:
     for name, field in fields.items():
         if field.metadata.get("section"):
             lines += section_lines(field.default_factory, values[name], f"{prefix}.{name}")
-        elif name in values:
-            lines += wrap(f"  {prefix}.{name}={show(values[name])}", field.metadata["help"], KEY_COLUMN)
+        else:  # a key the composed config leaves out (your own dataset's or sampler's): its declared default
+            value = values[name] if name in values else default_of(field)
+            lines += wrap(f"  {prefix}.{name}={show(value)}", field.metadata["help"], KEY_COLUMN)
     for name in sorted(values.keys() - fields.keys()):
         lines += wrap(f"  {prefix}.{name}={show(values[name])}", TARGET_ARGUMENT, KEY_COLUMN)
     return lines

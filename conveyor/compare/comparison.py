@@ -28,8 +28,8 @@ from conveyor.compare.reference import require_neighbor_sampling, require_refere
 from conveyor.compare.settings import CompareSettings
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device, use_device
-from conveyor.partition.datasets import TYPED, load_configured
-from conveyor.samplers import resolve_sampler_name
+from conveyor.partition.datasets import dataset_entry, load_configured
+from conveyor.samplers import SamplerSpec
 from conveyor.trainer.outputs.metrics import setup_logging
 from conveyor.trainer.run import train
 from conveyor.trainer.settings import TrainingSettings
@@ -104,7 +104,7 @@ def _check(settings: TrainingSettings, options: CompareSettings) -> float | None
     """What only mode=compare refuses; the time-to-accuracy target (None: from the reference)."""
     if settings.run.world_size != 1:
         raise ConveyorError("mode=compare runs each system in one process; set run.world_size=1.")
-    if settings.data.name in TYPED:
+    if dataset_entry(settings.data.name, settings.data._target_).typed:
         raise ConveyorError(f"mode=compare trains PyG's homogeneous reference; data={settings.data.name} is a typed "
                             f"graph: `python -m benchmarks.hetero` compares conveyor with PyG on it.")
     require_reference_model(settings.model)
@@ -129,7 +129,7 @@ def conveyor_setup(settings: TrainingSettings, model, device, runs: list, graph)
             "processes": ("sampler, loader and trainer processes" if asynchronous
                           else "sampling and gathering in the training process"),
             "stage_threads": pipeline.stage_threads if asynchronous else None,
-            "sampler": resolve_sampler_name(settings.sampler.name, device),
+            "sampler": SamplerSpec.of(settings.sampler, 0, device).name,
             "cache": cache.policy, "cache_capacity": str(cache.capacity),
             "cache_hit_ratio": float(np.mean(hit_ratios)) if hit_ratios else None,
             "evaluation": runs[0]["final"].get("inference") if runs else None,

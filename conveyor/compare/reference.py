@@ -26,8 +26,10 @@ from tqdm import tqdm
 
 from conveyor.compare.settings import CompareSettings
 from conveyor.core import ConveyorError
+from conveyor.core.targets import load_target
 from conveyor.partition import Graph
 from conveyor.trainer.loop.layerwise import layerwise_logits, resolve_inference
+from conveyor.trainer.model_registry import MODEL_REGISTRY, model_entry
 from conveyor.trainer.models.adapter import instantiate_target, target_class
 from conveyor.trainer.outputs.metrics import RunRecorder
 
@@ -53,22 +55,21 @@ class ReferenceModel(torch.nn.Module):
 
     def __init__(self, model, in_dim: int, out_dim: int, num_layers: int):
         super().__init__()
-        from torch_geometric.nn import GCN, MLP, GraphSAGE
-        kind, hidden, dropout = model.name, model.hidden, model.dropout
+        entry = model_entry(model.name) if model._target_ is None else None
         self.input_dropout = model.input_dropout
-        self.graph_free = kind == "mlp" and model._target_ is None
-        if model._target_ is not None:
+        self.graph_free = entry is not None and entry.graph_free
+        if entry is None:
             self.gnn = instantiate_target(model, in_dim, out_dim, num_layers)
             require_reference_model(model, type(self.gnn))
-        elif kind == "sage":
-            self.gnn = GraphSAGE(in_dim, hidden, num_layers, out_dim, dropout=dropout)
-        elif kind == "gcn":
-            self.gnn = GCN(in_dim, hidden, num_layers, out_dim, dropout=dropout)
-        elif kind == "mlp":  # no batch norm: conveyor's MLP has none either
-            self.gnn = MLP(in_channels=in_dim, hidden_channels=hidden, out_channels=out_dim,
-                           num_layers=num_layers, dropout=dropout, norm=None)
-        else:
-            raise ConveyorError(f"unknown model {kind!r}; choose one of sage, gcn, mlp (e.g. model=sage).")
+        elif entry.reference is None:
+            raise ConveyorError(f"mode=compare has no PyG stock model to train beside model={model.name}; choose "
+                                f"one of {', '.join(n for n, e in MODEL_REGISTRY.items() if e.reference)} (e.g. "
+                                f"model=sage).")
+        else:  # PyG's stock class, sized as conveyor's; an MLP without batch norm, as conveyor's has none
+            stock = load_target(entry.reference, f"model={model.name}'s reference")
+            sizes = dict(in_channels=in_dim, hidden_channels=model.hidden, out_channels=out_dim, num_layers=num_layers,
+                         dropout=model.dropout)
+            self.gnn = stock(**sizes, **({"norm": None} if entry.graph_free else {}))
 
     def forward(self, batch):
         """Logits of the batch's seeds (the first `batch_size` nodes of a NeighborLoader batch).

@@ -19,7 +19,7 @@ from torch import Tensor
 from torch.utils.data import BatchSampler
 
 from conveyor.core import ConveyorError
-from conveyor.pipeline.seeds import STREAM_SAMPLER, stream_seed
+from conveyor.loader.seeds import STREAM_SAMPLER, stream_seed
 
 
 def is_neighbour_sampler(value) -> bool:
@@ -65,7 +65,7 @@ def index_batches(sampler, batch_sampler, batch_size: int, shuffle: bool, drop_l
 
 
 class IndexSamplerPlan:
-    """A SeedPlan (pipeline/seeds.py) whose batches a torch batch sampler draws (module doc)."""
+    """A SeedPlan (loader/seeds.py) whose batches a torch batch sampler draws (module doc)."""
 
     def __init__(self, nodes: Tensor, batches, seed: int):
         self.nodes, self.batches, self.seed = nodes, batches, seed

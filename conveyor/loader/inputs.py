@@ -11,15 +11,14 @@ from torch import Tensor
 
 from conveyor.cache import CacheSettings, CacheSpec
 from conveyor.core import ConveyorError
-from conveyor.core.extras import require_extra
 from conveyor.loader.repeated_seeds import directional_repeats
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
-from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, resolve_sampler_name
-from conveyor.samplers.settings import SAMPLERS
+from conveyor.samplers import SamplerSpec, sampler_entry
+from conveyor.samplers.settings import sampler_names, sampler_settings
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
 from conveyor.samplers.typed import relation_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
@@ -37,6 +36,7 @@ class Options:
     transform: Optional[Callable] = None
     replace: bool = False  # PyG's: neighbours drawn with replacement
     disjoint: bool = False  # PyG's: each seed its own subgraph (samplers/disjoint.py)
+    draws: Optional[str] = None  # sampler.draws (None: not given, the setting's default)
 
 
 def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
@@ -61,8 +61,8 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
         raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
     by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
     depth = depth if depth is not None else prefetch or DEFAULT_DEPTH  # depth=0 is refused, not replaced
-    return Options(pipeline or by_workers or "auto", depth, kind,
-                   weight_attr, transform, bool(taken.get("replace", False)), bool(taken.get("disjoint", False)))
+    return Options(pipeline or by_workers or "auto", depth, kind, weight_attr, transform,
+                   bool(taken.get("replace", False)), bool(taken.get("disjoint", False)), taken.get("draws"))
 
 
 def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
@@ -105,32 +105,32 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
         raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
     if isinstance(sampler, str):
-        if sampler not in (*SAMPLERS, "auto"):
-            raise ConveyorError(f"conveyor.NeighborLoader's node_sampler must be one of auto, "
-                                f"{', '.join(SAMPLERS)}, or a sampler object, got {sampler!r}.")
-        if is_typed(graph) and resolve_sampler_name(sampler, device) != "bsp":
-            raise ConveyorError(f"node_sampler={sampler!r} draws graphs of one node and edge type; sample a "
-                                f"HeteroData with node_sampler='bsp' (or 'auto').")
-        if resolve_sampler_name(sampler, device) == "fused":
-            require_extra("triton", "node_sampler='fused'")  # here, not in the sampler's process
-        name = resolve_sampler_name(sampler, device)
-        check_replace(options.replace, name, is_typed(graph), options.weight_attr)
-        check_disjoint(options.disjoint, name, is_typed(graph), options.weight_attr)
-        sampler = SamplerSpec(name, fanouts, seed, once=True,  # PyG's draws
-                              **({"weight_attr": options.weight_attr} if options.weight_attr else {}),
-                              **{k: True for k in ("replace", "disjoint") if getattr(options, k)})
-    elif options.replace or options.disjoint:
-        raise ConveyorError("replace=True and disjoint=True work with conveyor's samplers (bsp; pyg for replace); "
-                            "your own sampler draws as it likes: draw so in it, or leave them out.")
+        sampler = named_sampler(sampler, fanouts, seed, device, options, graph)
+    elif options.replace or options.disjoint or options.draws is not None:
+        raise ConveyorError("replace=True, disjoint=True and draws= work with conveyor's samplers (by name); your "
+                            "own sampler draws as it likes: draw so in it, or leave them out.")
     elif not (callable(getattr(sampler, "sample", None)) or callable(getattr(sampler, "build", None))):
-        raise ConveyorError(f"node_sampler= takes auto, bsp, fused, pyg, or a sampler object (with sample(seeds) or "
+        raise ConveyorError(f"node_sampler= takes {sampler_names()}, or a sampler object (with sample(seeds) or "
                             f"build(graph, device)), got a {type(sampler).__name__}.")
     elif options.weight_attr is not None:
-        raise ConveyorError("weight_attr= works with conveyor's samplers (auto, bsp, fused); your own sampler "
+        raise ConveyorError("weight_attr= works with conveyor's samplers (by name); your own sampler "
                             "draws as it likes: weigh its draws itself, or leave weight_attr out.")
     if options.subgraph_type == "directional" or (options.subgraph_type == "bidirectional" and is_typed(graph)):
         return sampler  # a HeteroData's reverses join its edge types: made per batch (loader/hetero.py)
     return SubgraphSpec(sampler, options.subgraph_type)
+
+
+def named_sampler(name: str, fanouts, seed: int, device, options: Options, graph: Optional[Graph]) -> SamplerSpec:
+    """node_sampler=name and the keywords as the settings the command line builds (sampler.*),
+    checked as they are made and by the sampler's registry entry (the one check of both doors),
+    then as the spec the trainer makes of them, with PyG's keywords beside."""
+    listed = fanouts if isinstance(fanouts, list) else [-1] * len(next(iter(fanouts.values()), []))
+    settings = {"name": name, "fanouts": listed, **({"draws": options.draws} if options.draws is not None else {})}
+    settings = sampler_settings(settings)(**settings)
+    sampler_entry(name, None, device).check(is_typed(graph), options.weight_attr, options.replace, options.disjoint,
+                                            settings.draws, where=" (node_sampler=)")
+    return SamplerSpec.of(settings, seed, device, fanouts=fanouts, weight_attr=options.weight_attr,
+                          replace=options.replace, disjoint=options.disjoint)
 
 
 def checked_fanouts(num_neighbors, graph: Optional[Graph]):

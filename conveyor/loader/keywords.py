@@ -36,6 +36,8 @@ TAKEN = {
     "sampler": "a torch sampler of positions in the seeds (e.g. ImbalancedSampler): each epoch's seeds, cut by "
                "batch_size and drop_last, as PyG's DataLoader takes it (loader/index_samplers.py)",
     "batch_sampler": "a torch sampler of batches of seed positions, as PyG's DataLoader takes it",
+    "draws": "conveyor's own (sampler.draws): per_node, each node draws once, as PyG (the default) | per_hop, "
+             "every node reached so far again at each hop, as fused draws (the batch cut to PyG's edges)",
     "worker_init_fn": "run in each of conveyor's stage processes as it starts (the sampler: worker 0, the "
                       "feature loader: worker 1); the serial pipeline, like num_workers=0, runs none",
 }

@@ -36,9 +36,9 @@ from conveyor.loader.link_inputs import (
 from conveyor.loader.pipeline_loader import LoaderParts
 from conveyor.loader.pyg_face import describe, pipeline_sampler
 from conveyor.loader.pyg_loader import PyGLoader, loader_inputs
+from conveyor.loader.seeds import EpochPlan
 from conveyor.loader.to_pyg import sliced_data
 from conveyor.partition.attributes import AttributeSpec
-from conveyor.pipeline.seeds import EpochPlan
 from conveyor.samplers.link import LinkSpec
 
 

@@ -28,10 +28,10 @@ from conveyor.loader.repeated_seeds import (
     with_repeated_seeds,
     with_repeated_typed_seeds,
 )
+from conveyor.loader.seeds import EpochPlan
 from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.room import check_batch_room
-from conveyor.pipeline.seeds import EpochPlan
 from conveyor.samplers.typed import relation_fanouts
 
 

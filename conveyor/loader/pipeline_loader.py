@@ -14,11 +14,11 @@ from torch import Tensor
 
 from conveyor.cache import FeatureRecipe, FeatureSource
 from conveyor.core import ConveyorError
+from conveyor.loader.seeds import SeedPlan
 from conveyor.partition import Graph
 from conveyor.partition.attributes import AttributeSpec, AttributeStore
 from conveyor.pipeline import PipelineSettings, PreparedBatch, batch_source
 from conveyor.pipeline.forkserver import start_early
-from conveyor.pipeline.seeds import SeedPlan
 from conveyor.pipeline.shutdown import collect_if_left
 from conveyor.samplers import Sampler, SamplerRecipe
 

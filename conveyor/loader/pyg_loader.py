@@ -4,7 +4,7 @@
 
 It IS the pipeline (loader/pipeline_loader.py): one batch source, started at the first iteration
 and kept across epochs. Each `iter()` is the next epoch, its seeds reshuffled from `seed`
-(`pipeline.seeds`); each batch is made a `Data` by the subclass's `to_data`.
+(`loader.seeds`); each batch is made a `Data` by the subclass's `to_data`.
 
 Batches of the async pipeline are views of recycled shared buffers. A loop that drops each batch
 before it asks for the one after next never copies; a batch still alive two batches later (kept in
@@ -27,11 +27,11 @@ from conveyor.loader.inputs import Options, attributes_of, features_of, options_
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
 from conveyor.loader.pyg_face import PyGFace
 from conveyor.loader.pyg_input import BatchLayout, graph_and_layout
+from conveyor.loader.seeds import STREAM_SAMPLER, SeedPlan, stream_seed
 from conveyor.loader.workers import with_worker_init
 from conveyor.partition import Graph
 from conveyor.pipeline import PipelineSettings, batch_source
 from conveyor.pipeline.guard import check_main_guard
-from conveyor.pipeline.seeds import STREAM_SAMPLER, SeedPlan, stream_seed
 
 KEEP_BEHIND = 2  # batches a loop may hold as views: the one it works on, and the one before it
 

@@ -7,8 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from conveyor.core.errors import ConveyorError
 from conveyor.core.fields import REQUIRED, Section, boolean, choice, declared, integer, number, setting, subset, text
-from conveyor.partition.datasets import DATASETS
+from conveyor.partition.datasets import DATASETS, REGISTRY, dataset_entry
 from conveyor.partition.partitioner import METHODS, SPLITS
 
 ROOT_ENV, DEFAULT_ROOT = "CONVEYOR_DATA_ROOT", "~/.cache/conveyor/data"
@@ -34,6 +35,8 @@ class DataSettings(Section):
                       "files (~43 GB; the conversion needs a few GiB of memory).",
         "custom": "Your own graph: data.path=DIR holding edge_index, x, y, train_idx, val_idx, test_idx (.npy "
                   "or .pt). The format: partition/datasets/custom.py.",
+        "own": "Your own dataset: data=own data._target_=my.module.load_function, a loader registered with "
+               "register_dataset (docs/contributing.md); its own keys as data.KEY=VALUE.",
         "memory": "A graph handed over in Python: conveyor.fit(graph_or_data, ...) (conveyor/fit.py). Nothing "
                   "is loaded; the graph's own x, y and splits are used.",
         "mag": "ogbn-mag (OGB official split), a typed graph: papers (labelled: venue, 349 classes), authors, "
@@ -42,11 +45,21 @@ class DataSettings(Section):
                          "learnable labels), generated on first use and cached under root. scale=1.0 has ogbn-mag's "
                          "sizes."}
 
-    name: str = setting(REQUIRED, "the dataset (the option chosen in group data)", choice(DATASETS))
+    name: str = setting(REQUIRED, "the dataset (the option chosen in group data); own: the one data._target_ "
+                                  "names", text())
     root: Optional[str] = setting(None, f"the datasets' folder (and their partitions'); null: ${ROOT_ENV}, "
                                         f"else {DEFAULT_ROOT}", text(nullable=True))
     normalize_features: bool = setting(False, "true: each node's features divided by their sum (PyG's "
                                               "NormalizeFeatures)", boolean())
+    _target_: Optional[str] = setting(None, "your own dataset's loader (module.function, registered with "
+                                            "register_dataset: docs/contributing.md), with data=own; null: the "
+                                            "dataset name", text(nullable=True, hint="e.g. my.module.load_ring"))
+
+    def check(self) -> None:
+        if self._target_ is None:
+            problem = choice(DATASETS).problem("data.name", self.name)
+            if problem:
+                raise ConveyorError(problem)
 
     def root_folder(self) -> str:
         """`root`, or where it points by default: $CONVEYOR_DATA_ROOT, else ~/.cache/conveyor/data."""
@@ -95,19 +108,21 @@ class SyntheticMagData(DataSettings):
     num_classes: int = setting(20, "planted classes of the papers (their venues), with homophily", integer(2))
 
 
-# any other dataset: DataSettings
-DATA_SETTINGS = {"synthetic": SyntheticData, "custom": CustomData, "synthetic_mag": SyntheticMagData,
-                 "synthetic_papers": SyntheticPapersData}
+def data_settings(name, target: Optional[str] = None) -> type:
+    """The settings class of dataset `name` (or of the loader `target` names): its registry
+    entry's (partition/datasets/registry.py), DataSettings for one without options of its own."""
+    if target is None and name not in REGISTRY:
+        return DataSettings  # refused by name as it is built
+    return dataset_entry(name, target).settings_class() or DataSettings
 
 
-def data_settings(name) -> type:
-    """The settings class of dataset `name`."""
-    return DATA_SETTINGS.get(name, DataSettings)
+# the datasets with options of their own (their registry entries name these classes)
+DATA_SETTINGS = {name: entry.settings_class() for name, entry in REGISTRY.items() if entry.settings}
 
 
-def dataset_options(name: str) -> tuple:
+def dataset_options(name: str, target: Optional[str] = None) -> tuple:
     """The options dataset `name`'s loader takes."""
-    return tuple(f.name for f in declared(data_settings(name)) if f.name not in COMMON)
+    return tuple(f.name for f in declared(data_settings(name, target)) if f.name not in COMMON)
 
 
 @dataclass(frozen=True, kw_only=True)

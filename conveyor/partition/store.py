@@ -28,7 +28,7 @@ from torch import Tensor
 
 from conveyor.core.errors import ConveyorError
 from conveyor.core.leftovers import sweep_dead
-from conveyor.core.links import refuse_link
+from conveyor.core.symlink_safety import refuse_link
 from conveyor.partition.graph import Graph, load_saved
 
 FORMAT_VERSION = 1

@@ -1,6 +1,7 @@
-"""The batch sources: seeds in, `PreparedBatch`es (sampled subgraph, features, labels, on the
-training device) out. Imports partition, samplers and cache; never the trainer, so a stage
-process starts without the models (PyG) it never uses.
+"""The batch sources, and nothing else: seeds in, `PreparedBatch`es (sampled subgraph, features,
+labels, on the training device) out. Which seeds, batch by batch and epoch by epoch, is the loader's
+(loader/seeds.py); the cores a stage may use, core/cores.py. Imports partition, samplers and cache;
+never the trainer, so a stage process starts without the models (PyG) it never uses.
 
     source = batch_source(graph, sampler, features, device, settings)   # PipelineSettings
     for batch in source.run(seed_batches, sampler_seed):                # PreparedBatch
@@ -14,7 +15,6 @@ process starts without the models (PyG) it never uses.
 pickled into the stage process that uses them, so they must be picklable: a spec is small, an
 object travels whole (its tensors as shared memory). docs/design.md §2.6 states the contract.
 
-    seeds.py     the seed nodes of each batch: random streams per (run seed, epoch)
     batch.py     PreparedBatch and BatchCost, what both sources yield
     phases.py    what run()'s phase changes: the sampler (layer-wise: every in-neighbour) and the features
     serial.py    SerialBatches: sample then gather, in the caller's process (`pipeline=serial`)
@@ -31,7 +31,9 @@ object travels whole (its tensors as shared memory). docs/design.md §2.6 states
     control.py   the counters and switches the processes share
     pace.py      the pace controller
     settings.py  `pipeline.*`, declared and typed (PipelineSettings)
-    cores.py     the cores this process may use and how many are idle (the sampling threads)
+    forkserver.py  where the stage processes come from: a fork server with torch and the stage code loaded
+    generators.py  a torch.Generator inside a stage's work, carried into the stage process with its stream
+    memory.py    room for the largest batch of a run, kept free when an `auto` cache is sized
     sharing.py   opening the trainer's graph in the stage processes without copying it
     shm.py       what the async pipeline places in /dev/shm, and the paragraph when it lacks room
     room.py      a batch's size bounded before sampling; the room the batches take, checked per run

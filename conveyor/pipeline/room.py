@@ -90,16 +90,19 @@ def _distinct(degrees: Tensor, dense: int) -> tuple[Tensor, Tensor]:
     return torch.unique(degrees, return_counts=True)
 
 
-def batch_bound(seeds: int, fanouts: Iterable[int], num_nodes: int, degrees: Degrees) -> BatchBound:
+def batch_bound(seeds: int, fanouts: Iterable[int], num_nodes: int, degrees: Degrees,
+                through_hops: bool = False) -> BatchBound:
     """Every node within h - 1 hops draws min(fanout, degree) in-edges at hop h (docs/design.md
     §2.2): at most what the nodes of the largest in-degrees draw; the nodes are the graph's (and
-    the seeds, should they repeat)."""
-    reached, edges = int(seeds), 0
+    the seeds, should they repeat). `through_hops` (sampler.draws=per_node): hop h's list holds
+    the draws of hops 1..h, each at most its bound."""
+    reached, edges, drawn = int(seeds), 0, 0
     most_nodes = max(reached, num_nodes)
     for fanout in fanouts:
         distinct = min(reached, num_nodes)
         hop = degrees.top_edges(distinct, fanout) + (reached - distinct) * degrees.top_edges(1, fanout)
-        edges += hop
+        drawn += hop
+        edges += drawn if through_hops else hop
         reached = min(reached + hop, most_nodes)
     return BatchBound(int(seeds), int(reached), int(edges))
 
@@ -135,6 +138,7 @@ class PipelineRoom:
     degrees: Degrees
     fanouts: Optional[List[int]]  # the sampler's, when it names them (a spec, conveyor's samplers)
     batch_ratio: float = 1.0  # the run's largest batch over its training batch, in seeds
+    through_hops: bool = False  # per-node draws: hop h's edges repeat hops 1..h (batch_bound)
     checked: int = 0  # the slot bytes checked so far
 
     @classmethod
@@ -148,8 +152,9 @@ class PipelineRoom:
                             *attribute_row_bytes(attributes, graph), *counts)
         fanouts = getattr(sampler, "fanouts", None)
         fanouts = [int(f) for f in fanouts] if isinstance(fanouts, (list, tuple)) else None
+        through_hops = getattr(sampler, "draws", None) == "per_node" or getattr(sampler, "once", None) is True
         return cls(shapes, device, settings is not None and device.type == "cpu", graph.num_nodes,
-                   Degrees(graph.indptr), fanouts, float(batch_ratio))
+                   Degrees(graph.indptr), fanouts, float(batch_ratio), through_hops)
 
     def slot_bytes(self, seeds: int, phase: str = "train") -> int:
         """The slots grown for a run of `phase` whose largest batch has `seeds` seeds (a training
@@ -159,7 +164,7 @@ class PipelineRoom:
         if fanouts is None or seeds == 0:
             return 0
         largest = math.ceil(seeds * (self.batch_ratio if phase == "train" else 1.0))
-        bound = batch_bound(largest, fanouts, self.num_nodes, self.degrees)
+        bound = batch_bound(largest, fanouts, self.num_nodes, self.degrees, self.through_hops and fanouts != [-1])
         return self.shapes.bytes(bound, features=phase != "layerwise-hidden")
 
     def start_need(self, batch_size: Optional[int] = None) -> Dict[str, int]:

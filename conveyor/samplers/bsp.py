@@ -125,14 +125,21 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     return pos, edges
 
 
+def through_hop(parts: list, dim: int) -> list:
+    """Each hop's tensor joined with every earlier hop's, in order (hop h: hops 1..h)."""
+    return [torch.cat(parts[:h + 1], dim) for h in range(len(parts))]
+
+
 class BSPSampler:
     name = "bsp"
 
     def __init__(self, graph: Graph, fanouts, device="cpu", seed: int = 0, once: bool = False,
                  weight_attr: str | None = None, threads="auto", replace: bool = False):
-        """`once`: each node draws only at the hop after the one that first reached it, as PyG's
-        NeighborLoader samples (conveyor.NeighborLoader's batches), instead of at every later hop
-        (the message-flow graphs of docs/design.md §2.2, which the trainer's models read).
+        """`once` (sampler.draws=per_node): each node draws only at the hop after the one that first
+        reached it, as PyG's NeighborLoader samples, instead of at every later hop (per_hop); hop
+        h's edges are then every edge drawn in hops 1..h, so that each layer reads every target's
+        one draw (the trainer's message-flow graphs, docs/design.md §2.2), and a loader's cut to
+        PyG's edge list (samplers/subgraph.py) keeps each draw once.
         `weight_attr`: draw by the weights of that edge attribute (samplers/weights.py).
         `threads`: torch's CPU threads while sampling (the caller's are kept for the rest); auto:
         no more than the cores idle now (core/cores.py: more threads are then never slower).
@@ -206,6 +213,8 @@ class BSPSampler:
             edges.append(hop)
             positions.append(pos)
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
+        if self.once:  # each node's one draw serves every later layer: hop h holds hops 1..h (pyg.py's form)
+            edges, positions = through_hop(edges, 1), through_hop(positions, 0)
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):

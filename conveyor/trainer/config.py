@@ -16,15 +16,9 @@ import torch
 from conveyor.core import ConveyorError
 from conveyor.core.device import resolve_device
 from conveyor.core.errors import one_line
-from conveyor.core.extras import require_extra
-from conveyor.core.links import path_kind
-from conveyor.partition.datasets import OGB, TYPED, check_root
-from conveyor.partition.datasets.custom import check_folder, feature_width
-from conveyor.partition.datasets.ogbn import check_ogb_installed
-from conveyor.partition.datasets.planetoid_files import EXPECTED
-from conveyor.partition.datasets.synthetic import check_synthetic_room
-from conveyor.partition.datasets.synthetic_mag import check_synthetic_mag_room
-from conveyor.samplers import resolve_sampler_name
+from conveyor.core.symlink_safety import path_kind
+from conveyor.partition.datasets import check_root, dataset_entry
+from conveyor.samplers import sampler_entry
 from conveyor.trainer.models.sizes import check_model_size
 from conveyor.trainer.outputs.outdir import owns_out_dir
 from conveyor.trainer.settings import ModelSettings, TrainingSettings
@@ -33,9 +27,9 @@ CHECKPOINTS = "checkpoints"  # the folder trainer/outputs/checkpoint.py writes i
 PROBE_TRIES = 20  # another rank's probe may remove the folder this one is writing in, each time
 
 
-def check_typed(settings: TrainingSettings, device) -> None:
-    """A typed graph (data=mag, synthetic_mag) trains in one process, drawn by bsp: refused before any work."""
-    if settings.data.name not in TYPED:
+def check_typed(settings: TrainingSettings) -> None:
+    """A typed graph (data=mag, synthetic_mag) trains in one process: refused before any work."""
+    if not dataset_entry(settings.data.name, settings.data._target_).typed:
         return
     if settings.run.world_size > 1:
         raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
@@ -43,14 +37,11 @@ def check_typed(settings: TrainingSettings, device) -> None:
     if settings.task.name != "node":
         raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains task=node only for now; "
                             f"set task=node (task=link learns on graphs of one node and edge type).")
-    if resolve_sampler_name(settings.sampler.name, device) != "bsp":
-        raise ConveyorError(f"sampler={settings.sampler.name} draws graphs of one node and edge type; sample "
-                            f"data={settings.data.name} (a typed graph) with sampler=bsp (or auto).")
 
 
 def check_machine(settings: TrainingSettings) -> None:
     device = resolve_device(settings.run.device)
-    check_typed(settings, device)
+    check_typed(settings)
     check_world_size(settings.run.world_size, device)
     if owns_out_dir():  # rank 0 only: ranks probing a fresh folder at once would race
         check_out_dir(Path(settings.run.out_dir))
@@ -59,18 +50,22 @@ def check_machine(settings: TrainingSettings) -> None:
                      copies=settings.run.world_size if device.type == "cpu" else 1)
     check_data_paths(settings.data)
     check_model_target(settings.model)
-    if settings.sampler.name == "fused":  # an extra (core/extras.py): named here, not in the sampler process
-        require_extra("triton", "sampler=fused (the fused Triton sampler)")
+    check_sampler(settings, device)
+
+
+def check_sampler(settings: TrainingSettings, device) -> None:
+    """What the sampler is asked to draw, asked of its registry entry (samplers/registry.py), its
+    extra included: named here, not in the sampler process."""
+    entry = sampler_entry(settings.sampler.name, settings.sampler._target_, device)
+    typed = dataset_entry(settings.data.name, settings.data._target_).typed
+    entry.check(typed=typed, draws=settings.sampler.draws, where=f" (data={settings.data.name})")
 
 
 def known_widths(data) -> tuple:
-    """The data's classes and feature width where known before it loads (synthetic's settings,
-    Planetoid's fixed sizes, a custom x.npy's header), else None: the first layer's weights
-    (features x hidden) are most of a wide model's."""
-    if data.name in EXPECTED:
-        return EXPECTED[data.name][2], EXPECTED[data.name][1]
-    features = feature_width(data.path) if data.name == "custom" and data.path else None
-    return getattr(data, "num_classes", None), getattr(data, "num_features", features)
+    """The data's classes and feature width where known before it loads (its registry entry's:
+    synthetic's settings, Planetoid's fixed sizes, a custom x.npy's header), else None: the first
+    layer's weights (features x hidden) are most of a wide model's."""
+    return dataset_entry(data.name, data._target_).known_widths(data)
 
 
 def check_world_size(world_size: int, device: torch.device) -> None:
@@ -157,17 +152,12 @@ def try_write(existing: Path, missing: Path | None) -> None:
 
 def check_data_paths(data) -> None:
     """The folders the data is read from or kept in, named with what they must be before any
-    work (the loader reads them only after the out_dir is set up)."""
-    if data.root is not None or data.name not in ("custom", "memory"):  # those two read no root
+    work (the loader reads them only after the out_dir is set up), and what its registry entry
+    checks first (room for a generated graph, OGB's extra, custom's folder)."""
+    entry = dataset_entry(data.name, data._target_)
+    if data.root is not None or entry.root:  # custom and memory read no root
         check_root(data.root if data.root is not None else data.root_folder())
-    if data.name in OGB:  # its reader is an extra (core/extras.py)
-        check_ogb_installed(data.name, data.root_folder())
-    if data.name == "custom":
-        check_folder(data.path)
-    if data.name == "synthetic":  # a graph of these sizes is generated: refused here if it cannot fit
-        check_synthetic_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
-    if data.name == "synthetic_mag":
-        check_synthetic_mag_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)
+    entry.check_settings(data)
 
 
 def check_model_target(model: ModelSettings) -> None:

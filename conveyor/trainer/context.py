@@ -9,8 +9,8 @@ from typing import List
 import torch
 
 from conveyor.core.device import resolve_device, use_device
+from conveyor.loader.seeds import EpochPlan
 from conveyor.partition import Graph
-from conveyor.pipeline.seeds import EpochPlan
 from conveyor.trainer.early import configured_graph
 from conveyor.trainer.outputs.checkpoint import prepare_out_dir
 from conveyor.trainer.outputs.fingerprint import data_fingerprint

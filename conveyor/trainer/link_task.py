@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
-from typing import List
 
 import torch
-from torch import Tensor
 
 from conveyor.cache.options import parse_dtype
 from conveyor.core import ConveyorError
+from conveyor.loader.seeds import EpochPlan, EqualPlan
 from conveyor.partition import Graph
-from conveyor.pipeline.seeds import STREAM_SAMPLER, EpochPlan, shuffled, stream_seed
 from conveyor.samplers import SamplerSpec
 from conveyor.samplers.link import LinkSpec, Negatives
 from conveyor.trainer.link_split import split_links
@@ -40,24 +37,6 @@ from conveyor.trainer.models.decoder import LinkModel
 
 log = logging.getLogger("conveyor")
 METRIC = "auc"  # the validation figure that picks the best epoch, early stopping and the plateau schedule
-
-
-@dataclass(frozen=True)
-class LinkPlan:
-    """A DDP rank's `SeedPlan` (pipeline/seeds.py) of training links: its share `nodes` (link
-    positions), shuffled per epoch from the rank's seed, in exactly `num_batches` batches."""
-    nodes: Tensor
-    num_batches: int
-    seed: int
-
-    def positions(self, epoch: int) -> List[Tensor]:
-        return list(shuffled(torch.arange(self.nodes.numel()), self.seed, epoch).tensor_split(self.num_batches))
-
-    def sampler_seed(self, epoch: int) -> int:
-        return stream_seed(self.seed, epoch, STREAM_SAMPLER)
-
-    def __len__(self) -> int:
-        return self.num_batches
 
 
 class LinkTask:
@@ -106,7 +85,7 @@ class LinkTask:
         if count // ctx.world_size < batches:
             raise ConveyorError(f"{count} training links are too few for {ctx.world_size} ranks at "
                                 f"trainer.batch_size={batch_size}; use fewer ranks or a larger batch size.")
-        return LinkPlan(share, batches, ctx.rank_seed(run_seed))
+        return EqualPlan(share, batches, ctx.rank_seed(run_seed))
 
     def figures(self, run) -> dict:
         """Validation's and test's figures (val_auc, val_hits@K, val_loss, val_acc, test_...)."""

@@ -1,11 +1,11 @@
 """One training run, as named steps: start (out_dir, data, model, optimizer, lr schedule, batch
-source), then per epoch train, evaluate when due, step the lr schedule, record and checkpoint
-(the best validation epoch's model too) until the last epoch or early stopping; finish with the
-final figures.
+source), then per epoch train, evaluate when due, step the lr schedule, record and checkpoint (the
+best validation epoch's model too) until the last epoch or early stopping; finish with the final
+figures.
 
-The same steps run alone and as one rank of a data-parallel group: the context (trainer/distributed/context.py)
-answers the few questions where the two differ (which graph, which seeds, who writes, how figures
-add up over ranks).
+The same steps run alone and as one rank of a data-parallel group: the context (trainer/context.py's
+LocalContext, or trainer/distributed/rank_context.py's RankContext) answers the few questions where
+the two differ (which graph, which seeds, who writes, how figures add up over ranks).
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
 from conveyor.core.memory import gib
 from conveyor.loader.pipeline_loader import LoaderParts, PipelineLoader
+from conveyor.loader.seeds import STREAM_MODEL, SeedPlan, limited, stream_seed
 from conveyor.partition import Graph, is_typed
 from conveyor.pipeline import batch_source
-from conveyor.pipeline.seeds import STREAM_MODEL, SeedPlan, limited, stream_seed
 from conveyor.samplers import SamplerSpec
 from conveyor.trainer.context import LocalContext
 from conveyor.trainer.link_task import METRIC as LINK_METRIC

@@ -32,8 +32,8 @@ from conveyor.core.fields import (
 from conveyor.partition.settings import DataSettings, PartitionSettings
 from conveyor.pipeline.settings import PipelineSettings
 from conveyor.samplers.settings import SamplerSettings
+from conveyor.trainer.model_registry import MODEL_REGISTRY, model_entry
 
-MODELS = ("sage", "gcn", "mlp", "rgcn")  # the built-in models (trainer/models/sampled.py; rgcn: models/hetero.py)
 INFERENCE = ("auto", "layerwise", "sampled")  # trainer/loop/layerwise.py
 GCN_DEGREES = ("batch", "graph")  # trainer/models/gcn.py
 PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/loop/precision.py
@@ -127,12 +127,7 @@ class ModelSettings(Section):
     (`arguments`: the class checks them)."""
     SECTION: ClassVar[str] = "model"
     OPTIONS: ClassVar[dict] = {  # the config group's options (conf/model/*.yaml), for --help
-        "sage": "GraphSAGE (PyG SAGEConv, mean aggregation); one layer per fanout",
-        "gcn": "GCN (PyG GCNConv) on the sampled subgraph, with self-loops",
-        "mlp": "baseline that ignores the graph: the same depth over each node's own features",
-        "rgcn": "R-GCN for typed graphs (data=mag, synthetic_mag), as OGB's ogbn-mag example: per relation a "
-                "linear map of the mean of the in-neighbours, plus a root map per node type "
-                "(trainer/models/hetero.py); on a typed graph model=sage is PyG's to_hetero(GraphSAGE)",
+        **{name: entry.help for name, entry in MODEL_REGISTRY.items()},  # trainer/model_registry.py
         "gat": "GAT: PyG's torch_geometric.nn.GAT, run layer by layer over the sampled hops "
                "(trainer/models/adapter.py). "
                "Any class works the same way: model._target_=my.module.Class (docs/design.md §5, the contract)."}
@@ -165,10 +160,7 @@ class ModelSettings(Section):
             if self.arguments:
                 raise ConveyorError(unknown_key_message(f"model.{next(iter(self.arguments))}",
                                                         [self.key(f.name) for f in dataclasses.fields(self)]))
-            problem = choice(MODELS).problem("model.name", self.name)
-            if problem:
-                raise ConveyorError(problem)
-            if self.gcn_degrees == "graph" and self.name != "gcn":
+            if self.gcn_degrees == "graph" and not model_entry(self.name).degrees:
                 raise ConveyorError(f"model.gcn_degrees=graph normalises GCN by the whole graph's degrees, but "
                                     f"model={self.name} is no GCN; use model=gcn, or leave model.gcn_degrees "
                                     f"at batch.")

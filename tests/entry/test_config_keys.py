@@ -22,6 +22,7 @@ from conveyor.settings import Settings
 from conveyor.usage import help_text, option_files, sections
 from tests.helpers import make_config, write_custom_dataset
 
+OWN_DATA = "data._target_=conveyor.partition.datasets.synthetic_papers.load_synthetic_papers"  # any registered loader
 EVERY_OPTION = [(group, option) for group, options in option_files().items() for option in options]
 
 
@@ -61,7 +62,8 @@ def test_custom_takes_undirected_without_a_plus(tmp_path):
 
 @pytest.mark.parametrize("group, option", EVERY_OPTION)
 def test_every_option_builds_its_settings(tmp_path, group, option):
-    extra = [f"data.path={tmp_path}"] if (group, option) == ("data", "custom") else []
+    extra = {("data", "custom"): [f"data.path={tmp_path}"],  # your own: any registered loader serves
+             ("data", "own"): [OWN_DATA]}.get((group, option), [])
     settings = make_config(f"{group}={option}", f"run.out_dir={tmp_path / 'run'}", *extra)
     naming = {"data": "name", "model": "name", "sampler": "name", "cache": "policy", "partition": "method",
               "pipeline": "name", "task": "name"}[group]
@@ -112,8 +114,9 @@ def test_no_option_file_restates_a_default(group, option):
 
 @pytest.mark.parametrize("group, option", EVERY_OPTION)
 def test_help_shows_every_key_with_its_declared_meaning(group, option):
-    shown = help_text([f"{group}={option}"]).splitlines()
-    settings = make_config(f"{group}={option}", *(["data.path=/tmp"] if option == "custom" else []))
+    extra = {"custom": ["data.path=/tmp"], "own": [OWN_DATA]}.get(option, [])
+    shown = help_text([f"{group}={option}", *extra]).splitlines()
+    settings = make_config(f"{group}={option}", *extra)
     for key in flat(settings.to_dict()):
         line = next((i for i, text in enumerate(shown) if text.startswith(f"  {key}=")), None)
         assert line is not None, key

@@ -104,7 +104,8 @@ def test_on_one_node_and_edge_type_it_draws_exactly_what_bsp_draws():
     typed = typed_graph({"v": 200}, {("v", "to", "v"): edges})
     plain = Graph.from_edge_index(edges, 200, dedup=False)
     for once in (False, True):
-        ours = build_sampler("bsp", typed, [5, 3], seed=7, once=once).sample(torch.tensor([4, 9, 100]))
+        ours = build_sampler("bsp", typed, [5, 3], seed=7, draws="per_node" if once else "per_hop").sample(
+            torch.tensor([4, 9, 100]))
         theirs = BSPSampler(plain, [5, 3], seed=7, once=once).sample(torch.tensor([4, 9, 100]))
         assert torch.equal(ours.n_id, theirs.n_id)
         assert all(map(torch.equal, ours.edge_index_per_hop, theirs.edge_index_per_hop))
@@ -114,7 +115,7 @@ def test_on_one_node_and_edge_type_it_draws_exactly_what_bsp_draws():
 def test_the_other_samplers_refuse_a_typed_graph_naming_bsp():
     graph, _ = small_typed()
     for name in ("fused", "pyg"):
-        with pytest.raises(ConveyorError, match="sampler=bsp"):
+        with pytest.raises(ConveyorError, match=r"does not draw a typed graph; choose a sampler that does \(bsp\)"):
             build_sampler(name, graph, [2])
     with pytest.raises(ValueError, match="hops must be the same across all"):
         build_sampler("bsp", graph, {e: [2] * (1 + r) for r, e in enumerate(RELATIONS)})
@@ -183,7 +184,7 @@ def test_typed_input_nodes_and_num_neighbors_are_checked():
                ({"num_neighbors": {RELATIONS[0]: [2]}}, "Missing number of neighbors"),
                ({"input_nodes": torch.arange(3)}, "name the seeds' node type"),
                ({"input_nodes": "venue"}, "no node type"),
-               ({"node_sampler": "fused"}, "node_sampler='bsp'")]
+               ({"node_sampler": "fused"}, r"\(node_sampler=\) does not draw a typed graph")]
     for given, words in refused:
         with pytest.raises(ConveyorError, match=words):
             NeighborLoader(data, **{"num_neighbors": [2], "input_nodes": "paper", "pipeline": "serial", **given})
@@ -257,7 +258,8 @@ def test_rgcn_needs_a_typed_graph_and_a_typed_graph_one_rank_drawn_by_bsp():
     with pytest.raises(ConveyorError, match="trains typed graphs"):
         build_model(ModelSettings(name="rgcn"), 8, 3, 2)
     assert "set run.world_size=1" in refusal("data=synthetic_mag", "run.world_size=2")
-    assert "with sampler=bsp (or auto)" in refusal("data=synthetic_mag", "sampler=fused")
+    assert "does not draw a typed graph; choose a sampler that does (bsp)" in refusal("data=synthetic_mag",
+                                                                                     "sampler=fused")
     assert "trains task=node only" in refusal("data=synthetic_mag", "task=link")
 
 

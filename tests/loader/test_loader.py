@@ -147,9 +147,9 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
 
 
 @pytest.mark.parametrize("keywords, words", [
-    ({"replace": True, "node_sampler": "fused"}, "sampling with replacement (replace=True) is drawn by sampler bsp"),
+    ({"replace": True, "node_sampler": "fused"}, "sampler fused (node_sampler=) does not draw replace=True"),
     ({"disjoint": True, "subgraph_type": "induced"}, "disjoint=True is drawn with subgraph_type='directional' only"),
-    ({"disjoint": True, "weight_attr": "w"}, "disjoint subgraphs (disjoint=True) are drawn by sampler bsp"),
+    ({"disjoint": True, "weight_attr": "w"}, "does not draw replace=True or disjoint=True on a typed graph or with"),
     ({"num_workers": -1}, "num_workers must be an integer >= 0, got -1"),
     ({"transform": 5}, "transform must be callable"),
     ({"neighbor_sampler": object()}, "pass conveyor's own sampler as node_sampler="),
@@ -170,7 +170,7 @@ def test_input_nodes_as_a_mask_ids_or_none_and_drop_last():
     ({"input_nodes": torch.tensor([1.0, 2.0])}, "integer node ids"),  # repeated ids are taken, as PyG
     ({"batch_size": 0}, "batch_size must be a positive integer"),
     ({"pipeline": "threads"}, "pipeline"),
-    ({"node_sampler": "fastest"}, "node_sampler must be one of auto"),
+    ({"node_sampler": "fastest"}, "sampler.name must be one of auto, bsp"),
 ])
 def test_an_unsupported_keyword_is_refused_by_name(keywords, words):
     arguments = {"num_neighbors": [2], "batch_size": 8, "pipeline": "serial", **keywords}

@@ -4,8 +4,8 @@ editing conveyor (as PyG's `NodeLoader(node_sampler=...)`): in the caller's proc
 docs/design.md §2.6 states what they must provide."""
 import torch
 
+from conveyor.loader.seeds import epoch_seed_batches
 from conveyor.pipeline import AsyncBatches, PipelineSettings, SerialBatches, batch_source
-from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import SampledBatch
 from conveyor.samplers.checks import assert_valid_batch, same_batch
 from tests.helpers import DoubledFeatures, feature_graph

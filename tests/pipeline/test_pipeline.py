@@ -19,11 +19,11 @@ import torch
 
 from conveyor.cache import CacheSpec
 from conveyor.core import ConveyorError
+from conveyor.loader.seeds import epoch_seed_batches, eval_seed_batches
 from conveyor.partition import Graph
 from conveyor.pipeline import AsyncBatches, PipelineError
 from conveyor.pipeline.batch import device_labels
 from conveyor.pipeline.mps import detect_mps, thread_percentages
-from conveyor.pipeline.seeds import epoch_seed_batches, eval_seed_batches
 from conveyor.pipeline.serial import SerialBatches
 from conveyor.pipeline.sharing import share_graph
 from conveyor.pipeline.slots import SlotReader, SlotWriter

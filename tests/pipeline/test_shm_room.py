@@ -88,10 +88,10 @@ def test_no_sampled_batch_exceeds_the_bound(graph, fanouts, once):
     """The bound holds for bsp's batches, drawing at every hop and PyG's once, seeds given as hubs
     (the worst case) or at random, and is reached where the graph allows (a star's hub)."""
     degrees, hubs = Degrees(graph.indptr), graph.in_degree().argsort(descending=True)
-    sampler = build_sampler("bsp", graph, fanouts, seed=1, once=once)
+    sampler = build_sampler("bsp", graph, fanouts, seed=1, draws="per_node" if once else "per_hop")
     for seeds in (hubs[:8], hubs[:40], torch.randperm(graph.num_nodes)[:32], hubs):
         batch = sampler.sample(seeds)
-        bound = batch_bound(seeds.numel(), fanouts, graph.num_nodes, degrees)
+        bound = batch_bound(seeds.numel(), fanouts, graph.num_nodes, degrees, through_hops=once)
         assert batch.n_id.numel() <= bound.nodes and batch.num_sampled_edges <= bound.edges, (seeds.numel(), bound)
 
 

@@ -157,13 +157,15 @@ def test_edge_positions_keep_parallel_edges_apart(once, weighted):
     parallel edge on its own, at the positions of its whole CSC row."""
     graph = multigraph()
     seeds = torch.tensor([0, 5, 9, 17])
-    sampler = build_sampler("bsp", graph, [3, 100], seed=2, once=once, weight_attr="w" if weighted else None)
+    sampler = build_sampler("bsp", graph, [3, 100], seed=2, draws="per_node" if once else "per_hop",
+                            weight_attr="w" if weighted else None)
     batch = sampler.sample(seeds)
     assert_edge_positions(batch, graph)
     if not once:
         assert_valid_batch(batch, graph, seeds, [3, 100])
-    src, dst = batch.edge_index_per_hop[1]
-    positions, parallel = batch.edge_pos_per_hop[1], 0
+    drawn = batch.edge_index_per_hop[0].size(1) if once else 0  # per_node: hop 2 repeats hop 1's edges first
+    src, dst = batch.edge_index_per_hop[1][:, drawn:]
+    positions, parallel = batch.edge_pos_per_hop[1][drawn:], 0
     for local in dst.unique().tolist():  # hop 2 takes every in-edge of each of its targets
         v = int(batch.n_id[local])
         assert torch.equal(positions[dst == local].sort().values, torch.arange(graph.indptr[v], graph.indptr[v + 1]))

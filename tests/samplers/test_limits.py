@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conveyor.core import ConveyorError
+from conveyor.loader.seeds import epoch_seed_batches
 from conveyor.pipeline import AsyncBatches, PipelineError
-from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import build_sampler
 from conveyor.samplers.bsp import BSPSampler, sample_positions
 from conveyor.samplers.checks import assert_valid_batch

@@ -12,8 +12,8 @@ import torch
 
 from conveyor.core import ConveyorError
 from conveyor.core.cores import idle_cores, recent_idle_cores, usable_cores
+from conveyor.loader.seeds import epoch_seed_batches
 from conveyor.pipeline import PipelineSettings, batch_source
-from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.samplers import SampledBatch, SamplerSpec, build_sampler
 from conveyor.samplers.bsp import BSPSampler
 from tests.helpers import DoubledFeatures, feature_graph

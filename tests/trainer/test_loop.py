@@ -6,8 +6,8 @@ import sys
 import pytest
 import torch
 
+from conveyor.loader.seeds import epoch_seed_batches
 from conveyor.partition.datasets import load_configured
-from conveyor.pipeline.seeds import epoch_seed_batches
 from conveyor.trainer.loop.epoch import evaluate, train_epoch
 from conveyor.trainer.models.sampled import build_model
 from conveyor.trainer.run import build_batch_source, train
@@ -74,7 +74,8 @@ def test_sparse_reads_give_the_figures_of_per_batch_reads(tmp_path, data_root):
     recorded = json.loads((REPO / "tests" / "data" / "losses_c68efbd.json").read_text())
     before = recorded["runs"]["serial"]
     out = tmp_path / "run"
-    # model.fast_dropout=false: F.dropout's draws, as when the losses were recorded.
+    # model.fast_dropout=false: F.dropout's draws, as when the losses were recorded (and, in its overrides,
+    # sampler.draws=per_hop: the draws then).
     result = train(make_config(*recorded["overrides"], "model.fast_dropout=false", f"data.root={data_root}",
                                "pipeline=serial",
                                "trainer.log_every=3", f"run.out_dir={out}"))

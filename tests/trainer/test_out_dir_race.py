@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.core import ConveyorError
-from conveyor.core.links import own_folder
+from conveyor.core.symlink_safety import own_folder
 from conveyor.trainer.config import check_out_dir
 
 HAMMER_S = 1.5

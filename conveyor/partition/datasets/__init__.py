@@ -26,60 +26,31 @@ import torch
 
 from conveyor.core.errors import ConveyorError
 from conveyor.partition.datasets.common import check_options
+from conveyor.partition.datasets.registry import REGISTRY, DatasetEntry, dataset_entry, register_dataset
 from conveyor.partition.graph import Graph
 from conveyor.partition.hetero import is_typed
 
-PLANETOID = ("cora", "citeseer", "pubmed")
-OGB = ("arxiv", "products", "papers100m")
-TYPED = ("mag", "synthetic_mag")  # typed graphs (partition/hetero.py)
-DATASETS = PLANETOID + OGB + ("synthetic", "synthetic_papers", "custom", "memory") + TYPED
 
-
-def load_dataset(name: str, root: str | Path | None = None, **options) -> Graph:
-    """Load dataset `name` (one of `DATASETS`) kept under the directory `root`; `options` are its
-    loader's own keyword arguments (synthetic: scale, seed, ...; custom: path, ...)."""
-    key = str(name).lower()
-    if key not in DATASETS:
-        raise ConveyorError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}.")
-    if key == "memory":
-        check_options(key, options, ())
+def load_dataset(name: str, root: str | Path | None = None, target: str | None = None, **options) -> Graph:
+    """Load dataset `name` (registered: `DATASETS`), or the one whose loader `target` names
+    (data._target_), kept under the directory `root`; `options` are its loader's own keyword
+    arguments (synthetic: scale, seed, ...; custom: path, ...)."""
+    entry = dataset_entry(name, target)
+    if entry.load is None:
+        check_options(entry.name, options, ())
         raise ConveyorError("data=memory stands for a graph handed to conveyor.fit() in Python, so "
                             "there is nothing to load; on the command line choose a dataset "
                             "(e.g. data=cora) or your own arrays (data=custom data.path=DIR).")
-    load = loader(key)
-    check_options(key, options, tuple(p for p in inspect.signature(load).parameters if p not in ("name", "root")))
-    if key == "custom":
-        path = options.pop("path", None) or root
-        return load(None if path is None else Path(path).expanduser(), **options)
+    load = entry.loader()
+    takes = tuple(p for p in inspect.signature(load).parameters if p not in ("name", "root"))
+    check_options(entry.name, options, takes)
+    if not entry.root:  # custom reads data.path, not a root
+        return load(**({"path": root} if root is not None and options.get("path") is None else {}), **options)
     if root is None:
-        raise ConveyorError(f"dataset {key!r} needs a root directory to keep its files in "
+        raise ConveyorError(f"dataset {entry.name!r} needs a root directory to keep its files in "
                             f"(data.root in the config).")
     root = check_root(root)
-    return load(key, root) if key in PLANETOID + OGB else load(root, **options)  # mag: load(root)
-
-
-def loader(key: str):
-    """The function that loads dataset `key`; its keyword arguments are the dataset's options."""
-    if key == "custom":
-        from conveyor.partition.datasets.custom import load_custom
-        return load_custom
-    if key in PLANETOID:
-        from conveyor.partition.datasets.planetoid import load_planetoid
-        return load_planetoid
-    if key in OGB:
-        from conveyor.partition.datasets.ogbn import load_ogb
-        return load_ogb
-    if key == "mag":
-        from conveyor.partition.datasets.mag import load_mag
-        return load_mag
-    if key == "synthetic_papers":
-        from conveyor.partition.datasets.synthetic_papers import load_synthetic_papers
-        return load_synthetic_papers
-    if key == "synthetic_mag":
-        from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
-        return load_synthetic_mag
-    from conveyor.partition.datasets.synthetic import load_synthetic
-    return load_synthetic
+    return load(entry.name, root) if entry.by_name else load(root, **options)
 
 
 def check_root(root: str | Path) -> Path:
@@ -100,8 +71,9 @@ def load_configured(data) -> Graph:
     `root`, the loader's options, and `normalize_features`; checked to have features, labels and
     training nodes. Training, `conveyor partition` and the comparison all load through here, so
     they agree on the graph (and a saved partitioning's fingerprint matches)."""
-    root = data.root_folder() if data.name != "custom" else None  # custom reads data.path
-    graph = check_trainable(load_dataset(data.name, root=root, **data.options()), data.name)
+    entry = dataset_entry(data.name, data._target_)
+    root = data.root_folder() if entry.root else None  # custom reads data.path
+    graph = check_trainable(load_dataset(data.name, root=root, target=data._target_, **data.options()), data.name)
     if data.normalize_features:  # as PyG's NormalizeFeatures
         if is_typed(graph):
             graph.typed = {k: normalize(v) if k.startswith("x.") else v for k, v in graph.typed.items()}
@@ -138,4 +110,25 @@ def check_trainable(graph: Graph, name: str) -> Graph:
     return graph
 
 
-__all__ = ["DATASETS", "check_trainable", "load_configured", "load_dataset"]
+# conveyor's own datasets: each its loader's module and its conf/data YAML, registered here by name;
+# every question about one is asked of its entry (partition/datasets/registry.py).
+HERE = "conveyor.partition.datasets"
+for planetoid in ("cora", "citeseer", "pubmed"):
+    register_dataset(planetoid, f"{HERE}.planetoid.load_planetoid", by_name=True,
+                     widths=f"{HERE}.planetoid_files.known_widths")
+for ogb in ("arxiv", "products", "papers100m"):
+    register_dataset(ogb, f"{HERE}.ogbn.load_ogb", by_name=True, check=f"{HERE}.ogbn.check_settings")
+register_dataset("synthetic", f"{HERE}.synthetic.load_synthetic", settings="conveyor.partition.settings.SyntheticData",
+                 check=f"{HERE}.synthetic.check_settings")
+register_dataset("synthetic_papers", f"{HERE}.synthetic_papers.load_synthetic_papers",
+                 settings="conveyor.partition.settings.SyntheticPapersData")
+register_dataset("custom", f"{HERE}.custom.load_custom", settings="conveyor.partition.settings.CustomData", root=False,
+                 check=f"{HERE}.custom.check_settings", widths=f"{HERE}.custom.known_widths")
+REGISTRY["memory"] = DatasetEntry("memory", None, root=False)  # a graph given to fit(): nothing to load
+register_dataset("mag", f"{HERE}.mag.load_mag", typed=True)
+register_dataset("synthetic_mag", f"{HERE}.synthetic_mag.load_synthetic_mag", typed=True,
+                 settings="conveyor.partition.settings.SyntheticMagData", check=f"{HERE}.synthetic_mag.check_settings")
+DATASETS = tuple(REGISTRY)  # the registered names (yours too, once registered)
+
+__all__ = ["DATASETS", "REGISTRY", "DatasetEntry", "check_trainable", "dataset_entry", "load_configured",
+           "load_dataset", "register_dataset"]

@@ -168,3 +168,13 @@ def _edge_features(directory: Path, num_edges: int) -> dict:
                                 f"edge of edge_index), got dtype {value.dtype} and shape {tuple(value.shape)}.")
         found[name] = check_features(value.reshape(num_edges, -1), path).reshape(value.shape)
     return found
+
+
+def check_settings(data) -> None:
+    """Before any work (its registry entry's check): the folder data.path names."""
+    check_folder(data.path)
+
+
+def known_widths(data) -> tuple:
+    """(classes, features) before loading: data.num_classes, and x.npy's width read from its header."""
+    return data.num_classes, feature_width(data.path) if data.path else None

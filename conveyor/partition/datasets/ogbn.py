@@ -176,3 +176,8 @@ def _download(ogb_name: str, meta: dict, root: Path, folder: Path) -> None:
     os.unlink(path)
     shutil.rmtree(folder, ignore_errors=True)
     shutil.move(str(root / meta["download_name"]), str(folder))
+
+
+def check_settings(data) -> None:
+    """Before any work (its registry entry's check): the extra that reads OGB's files, where needed."""
+    check_ogb_installed(data.name, data.root_folder())

@@ -199,3 +199,8 @@ def check_synthetic_room(root: str | Path, scale: float, seed: int, num_features
         check_generator_memory(round(PRODUCTS_NODES * scale), round(PRODUCTS_EDGES * scale), num_features,
                                num_classes)
     return folder
+
+
+def check_settings(data) -> None:
+    """Before any work (its registry entry's check): a graph of these sizes is generated, refused if it cannot fit."""
+    check_synthetic_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)

@@ -149,3 +149,8 @@ def load_synthetic_mag(root: str | Path, scale: float = 0.02, seed: int = 0, num
     folder = check_synthetic_mag_room(root, scale, seed, num_features, num_classes)
     return cached(folder, lambda: generate(scale, seed, num_features, num_classes),
                   stamp=VERSION)
+
+
+def check_settings(data) -> None:
+    """Before any work (its registry entry's check): a graph of these sizes is generated, refused if it cannot fit."""
+    check_synthetic_mag_room(data.root_folder(), data.scale, data.seed, data.num_features, data.num_classes)

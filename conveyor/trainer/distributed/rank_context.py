@@ -16,8 +16,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from conveyor.core import ConveyorError
 from conveyor.core.errors import ProcessDied
+from conveyor.loader.seeds import EqualPlan
 from conveyor.partition import Graph
-from conveyor.pipeline.seeds import STREAM_SAMPLER, shuffled, stream_seed
 from conveyor.trainer.context import QuietRecorder
 from conveyor.trainer.outputs.checkpoint import prepare_out_dir
 from conveyor.trainer.outputs.fingerprint import data_fingerprint
@@ -58,26 +58,7 @@ def rank_seed_batches(train_idx: Tensor, num_batches: int, run_seed: int, epoch:
                       rank: int) -> List[Tensor]:
     """This rank's training nodes shuffled for `epoch`, cut into exactly `num_batches` batches
     (sizes differ by at most one), so that every rank steps the optimizer equally often."""
-    return list(shuffled(train_idx, rank_seed(run_seed, rank), epoch).tensor_split(num_batches))
-
-
-@dataclass(frozen=True)
-class RankPlan:
-    """A rank's `SeedPlan` (pipeline/seeds.py): its training nodes shuffled per epoch in exactly
-    `num_batches` batches, drawn with the rank's own sampler stream."""
-    nodes: Tensor
-    num_batches: int
-    run_seed: int
-    rank: int
-
-    def positions(self, epoch: int) -> List[Tensor]:
-        return rank_seed_batches(torch.arange(self.nodes.numel()), self.num_batches, self.run_seed, epoch, self.rank)
-
-    def sampler_seed(self, epoch: int) -> int:
-        return stream_seed(rank_seed(self.run_seed, self.rank), epoch, STREAM_SAMPLER)
-
-    def __len__(self) -> int:
-        return self.num_batches
+    return [train_idx[p] for p in EqualPlan(train_idx, num_batches, rank_seed(run_seed, rank)).positions(epoch)]
 
 
 # -- one rank ------------------------------------------------------------------------------------
@@ -119,8 +100,9 @@ class RankContext:
     def rank_seed(self, run_seed: int) -> int:
         return rank_seed(run_seed, self.rank)
 
-    def seed_plan(self, run_seed: int) -> RankPlan:
-        return RankPlan(self.graph.train_idx, self.num_batches, run_seed, self.rank)
+    def seed_plan(self, run_seed: int) -> EqualPlan:
+        """This rank's training nodes in the batches every rank has as many of."""
+        return EqualPlan(self.graph.train_idx, self.num_batches, self.rank_seed(run_seed))
 
     def prepare_out_dir(self, settings):
         """Rank 0 checks run.out_dir and reads the checkpoint; every rank resumes from it."""

@@ -9,7 +9,7 @@ from typing import Dict, Tuple
 import torch
 
 from conveyor.cache.options import parse_dtype
-from conveyor.pipeline.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
+from conveyor.loader.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 from conveyor.trainer.loop.epoch import evaluate
 from conveyor.trainer.loop.layerwise import layerwise_logits
 from conveyor.trainer.loop.loss import correct, targets

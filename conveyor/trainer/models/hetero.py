@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from conveyor.core import ConveyorError
 from conveyor.partition.hetero import Schema, TypeCut, TypedGraph, split_flat
+from conveyor.trainer.model_registry import model_entry
 from conveyor.trainer.models.adapter import first_of_each
 from conveyor.trainer.models.sparse import bipartite_sage_layer, linear_of_mean
 
@@ -273,26 +274,37 @@ def wrap_typed(module: nn.Module, graph: TypedGraph, embedding_dim: int = EMBEDD
 
 
 def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
-    """The model `model` (ModelSettings) names, on the typed graph: rgcn (R-GCN), sage
-    (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero. A node type
-    without features gets a learned embedding as wide as the widest features (OGB's R-GCN: 128,
-    the papers')."""
-    from torch_geometric.nn import GraphSAGE
-
+    """The model `model` (ModelSettings) names, on the typed graph: a built-in as its registry entry
+    builds it (trainer/model_registry.py: rgcn, R-GCN; sage, to_hetero(GraphSAGE)) or a
+    model._target_ BasicGNN made typed by to_hetero."""
+    if model._target_ is None:
+        return model_entry(model.name).builder(typed=True)(model, graph, num_layers)
     from conveyor.trainer.models.adapter import instantiate_target
-    from conveyor.trainer.models.basic_args import recorded_to_hetero
+    return to_hetero_model(instantiate_target(model, -1, int(graph.num_classes), num_layers), graph, model.hidden)
 
+
+def rgcn_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
+    """model=rgcn: R-GCN. A node type without features gets a learned embedding as wide as the
+    widest features (OGB's R-GCN: 128, the papers')."""
     schema, widths = graph.schema, feature_widths(graph)
     metadata = (list(schema.node_types), list(schema.edge_types))
-    classes = int(graph.num_classes)
-    embedding = max(widths.values(), default=model.hidden)  # a featureless type's: as wide as the widest features
-    if model._target_ is None and model.name == "rgcn":
-        inputs = {t: widths.get(t, embedding) for t in schema.node_types}
-        return TypedGNN(RGCN(metadata, inputs, model.hidden, classes, num_layers, model.dropout), schema, widths,
-                        embedding)
-    if model._target_ is None and model.name != "sage":
-        raise ConveyorError(f"model={model.name} has no typed form; a typed graph ({graph.name}) trains "
-                            f"model=rgcn or model=sage (to_hetero(GraphSAGE)), or a model._target_ BasicGNN.")
-    gnn = (GraphSAGE((-1, -1), model.hidden, num_layers, classes, dropout=model.dropout)
-           if model._target_ is None else instantiate_target(model, -1, classes, num_layers))
-    return wrap_typed(recorded_to_hetero(gnn, metadata, aggr="sum"), graph, embedding)
+    embedding = max(widths.values(), default=model.hidden)
+    inputs = {t: widths.get(t, embedding) for t in schema.node_types}
+    return TypedGNN(RGCN(metadata, inputs, model.hidden, int(graph.num_classes), num_layers, model.dropout), schema,
+                    widths, embedding)
+
+
+def typed_sage(model, graph: TypedGraph, num_layers: int) -> nn.Module:
+    """model=sage on a typed graph: PyG's to_hetero(GraphSAGE)."""
+    from torch_geometric.nn import GraphSAGE
+    gnn = GraphSAGE((-1, -1), model.hidden, num_layers, int(graph.num_classes), dropout=model.dropout)
+    return to_hetero_model(gnn, graph, model.hidden)
+
+
+def to_hetero_model(gnn: nn.Module, graph: TypedGraph, hidden: int) -> nn.Module:
+    """A BasicGNN made typed by to_hetero (sum over relations); a featureless type's embedding as
+    wide as the widest features."""
+    from conveyor.trainer.models.basic_args import recorded_to_hetero
+    widths = feature_widths(graph)
+    metadata = (list(graph.schema.node_types), list(graph.schema.edge_types))
+    return wrap_typed(recorded_to_hetero(gnn, metadata, aggr="sum"), graph, max(widths.values(), default=hidden))

@@ -10,19 +10,22 @@ from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from conveyor.core import ConveyorError
+from conveyor.trainer.model_registry import model_entry
 from conveyor.trainer.models.adapter import PerHopForward, model_from_target
 from conveyor.trainer.models.dropout import relu_dropout
 from conveyor.trainer.models.gcn import gcn_layer
 from conveyor.trainer.models.sparse import Adjacency, gcn_batch_layer, sage_layer
-from conveyor.trainer.settings import MODELS, ModelSettings
+from conveyor.trainer.settings import ModelSettings
+
+LAYERS = {"sage": SAGEConv, "gcn": GCNConv, "mlp": nn.Linear}  # the kinds SampledGNN runs, by their layer
 
 
 class SampledGNN(PerHopForward):
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int,
                  dropout: float = 0.5, input_dropout: float = 0.0, fast_dropout: bool = True):
         super().__init__()
-        if kind not in MODELS:
-            raise ConveyorError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)} "
+        if kind not in LAYERS:
+            raise ConveyorError(f"unknown model {kind!r}; choose one of {', '.join(LAYERS)} "
                                 f"(e.g. model=sage).")
         if num_layers < 1 or hidden < 1:
             raise ConveyorError(f"a model needs >= 1 layer and hidden >= 1, got {num_layers} layers "
@@ -33,10 +36,7 @@ class SampledGNN(PerHopForward):
                           "num_layers": num_layers, "dropout": dropout, "input_dropout": input_dropout,
                           "fast_dropout": fast_dropout}
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        layer = {"sage": lambda i, o: SAGEConv(i, o),
-                 "gcn": lambda i, o: GCNConv(i, o),
-                 "mlp": lambda i, o: nn.Linear(i, o)}[kind]
-        self.layers = nn.ModuleList(layer(i, o) for i, o in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(LAYERS[kind](i, o) for i, o in zip(dims[:-1], dims[1:]))
 
     @property
     def num_layers(self) -> int:
@@ -71,11 +71,14 @@ class SampledGNN(PerHopForward):
 
 
 def build_model(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int) -> nn.Module:
-    """`model._target_` (any class, by Hydra; trainer/models/adapter.py), else the built-in `model.name`."""
+    """`model._target_` (any class, by Hydra; trainer/models/adapter.py), else the built-in `model.name`
+    as its registry entry builds it (trainer/model_registry.py)."""
     if model._target_ is not None:
         return model_from_target(model, in_dim, out_dim, num_layers)
-    if model.name == "rgcn":
-        raise ConveyorError("model=rgcn (R-GCN) trains typed graphs: data=mag, data=synthetic_mag, or a HeteroData "
-                            "given to conveyor.fit; for a graph of one node type use model=sage, gcn or gat.")
+    return model_entry(model.name).builder(typed=False)(model, in_dim, out_dim, num_layers)
+
+
+def sampled_gnn(model: ModelSettings, in_dim: int, out_dim: int, num_layers: int) -> SampledGNN:
+    """sage, gcn, mlp: their registry entries' builder."""
     return SampledGNN(model.name, in_dim, model.hidden, out_dim, num_layers, model.dropout, model.input_dropout,
                       model.uses_fast_dropout())

@@ -15,8 +15,8 @@ import torch
 
 from conveyor.core import ConveyorError
 from conveyor.core.errors import one_line
-from conveyor.core.links import own_folder
 from conveyor.core.regular import check_regular
+from conveyor.core.symlink_safety import own_folder
 from conveyor.trainer.outputs.files import write_atomically
 from conveyor.trainer.outputs.resume import check_resumable
 

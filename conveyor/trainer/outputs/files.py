@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from conveyor.core import ConveyorError
-from conveyor.core.links import refuse_link
+from conveyor.core.symlink_safety import refuse_link
 
 
 def write_atomically(path: Path, data: bytes) -> Path:

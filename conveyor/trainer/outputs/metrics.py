@@ -10,7 +10,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
-from conveyor.core.links import own_folder
+from conveyor.core.symlink_safety import own_folder
 from conveyor.trainer.outputs.files import open_to_append, write_atomically
 from conveyor.trainer.outputs.provenance import provenance
 

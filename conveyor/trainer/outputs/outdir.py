@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from conveyor.core import ConveyorError
-from conveyor.core.links import refuse_link
+from conveyor.core.symlink_safety import refuse_link
 
 LOCK_FILE = ".conveyor.lock"
 _held: dict[Path, int] = {}  # out_dir -> the open lock file: this process's locks, kept open

@@ -38,7 +38,7 @@ def eval_seed_batches(idx: Tensor, batch_size: int) -> List[Tensor]:
 class SeedPlan(Protocol):
     """An epoch's batches of seed nodes: `nodes` cut into batches, each given as positions into
     `nodes` (PyG's `input_id`), and the stream the sampler draws them with. A loader iterates its
-    plan; the trainer only picks which plan (alone: `EpochPlan`; a DDP rank: its `RankPlan`)."""
+    plan; the trainer only picks which plan (alone: `EpochPlan`; a DDP rank: an `EqualPlan`)."""
     nodes: Tensor
 
     def positions(self, epoch: int) -> List[Tensor]:
@@ -76,6 +76,25 @@ class EpochPlan:
     def __len__(self) -> int:
         n, b = self.nodes.numel(), self.batch_size
         return n // b if self.drop_last else -(-n // b)
+
+
+@dataclass(frozen=True)
+class EqualPlan:
+    """`nodes` shuffled per epoch from `seed` in exactly `num_batches` batches (sizes differ by at
+    most one): a DDP rank's share of the training nodes, or of the training links, so that every
+    rank steps the optimizer equally often (`seed`: the rank's own, trainer/distributed)."""
+    nodes: Tensor
+    num_batches: int
+    seed: int
+
+    def positions(self, epoch: int) -> List[Tensor]:
+        return list(shuffled(torch.arange(self.nodes.numel()), self.seed, epoch).tensor_split(self.num_batches))
+
+    def sampler_seed(self, epoch: int) -> int:
+        return stream_seed(self.seed, epoch, STREAM_SAMPLER)
+
+    def __len__(self) -> int:
+        return self.num_batches
 
 
 @dataclass(frozen=True)
