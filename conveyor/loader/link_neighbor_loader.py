@@ -95,7 +95,8 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         positions = torch.arange(edges.size(1))
         plan = plan_of(positions, batches, seed, EpochPlan(positions, batch_size, seed, bool(shuffle), bool(drop_last)))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
-        self.edge_label_index, self.edge_label, self.neg_sampling = edges, labels, negatives
+        self.edge_label_index = edges if self.links is None else edge_label_index  # a typed one as given, as PyG
+        self.edge_label, self.neg_sampling, self.edge_label_time = labels, negatives, times
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         describe(self, taken, taken.get("sampler"), taken.get("batch_sampler"))
         self.link_sampler = pipeline_sampler(node_sampler, num_neighbors, taken, options.subgraph_type)
