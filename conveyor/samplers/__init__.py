@@ -44,6 +44,16 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                        **keywords, **options)
 
 
+def disjoint_sampler(graph: Graph, fanouts, device, seed: int, replace: bool, threads):
+    """bsp's disjoint subgraphs (PyG's disjoint=True): samplers/disjoint.py's, or a typed graph's
+    (samplers/temporal.py's draws, with no time)."""
+    if is_typed(graph):
+        from conveyor.samplers.temporal import TemporalSampler
+        return TemporalSampler(graph, fanouts, device=device, seed=seed, threads=threads)
+    from conveyor.samplers.disjoint import DisjointSampler
+    return DisjointSampler(graph, fanouts, device=device, seed=seed, replace=replace, threads=threads)
+
+
 @dataclass(frozen=True)
 class SamplerSpec:
     """A sampler as a recipe: what `build_sampler` takes but the graph and the device. Small and

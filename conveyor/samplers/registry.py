@@ -31,7 +31,8 @@ DRAWS = ("per_hop", "per_node")  # sampler.draws: conveyor's message-flow graphs
 @dataclass(frozen=True)
 class SamplerEntry:
     """One sampler and what it can draw: `typed` graphs (partition/hetero.py), by edge `weights`
-    (weight_attr), with `replace`ment, `disjoint` subgraphs, and how its nodes draw (`draws`, of
+    (weight_attr), with `replace`ment, `disjoint` subgraphs, by time (`temporal`, PyG's time_attr:
+    each seed's own subgraph, nothing later than its time), and how its nodes draw (`draws`, of
     DRAWS: per_hop, every node reached at every later hop; per_node, each node once, as PyG's
     NeighborLoader); `extra`: the module it needs that conveyor installs on request (core/extras.py)."""
     name: str
@@ -44,21 +45,25 @@ class SamplerEntry:
     disjoint: bool = False
     draws: tuple = ("per_hop",)  # one of them: it takes no keyword; both: per_node is asked with once=True
     extra: Optional[str] = None
+    temporal: bool = False  # PyG's time_attr: nothing later than the seed's time (samplers/temporal.py)
 
     def check(self, typed: bool = False, weight_attr: Optional[str] = None, replace: bool = False,
-              disjoint: bool = False, draws: str = "per_hop", where: str = "") -> None:
+              disjoint: bool = False, draws: str = "per_hop", where: str = "", temporal: bool = False) -> None:
         """Refuse, before any work, what this sampler cannot draw: the one check of a sampler's
         options, whichever door (command line, fit(), NeighborLoader) asked."""
         asked = {"a typed graph": ("typed", typed), "weight_attr": ("weights", weight_attr is not None),
                  "replace=True (sampling with replacement)": ("replace", replace),
-                 "disjoint=True (each seed its own subgraph)": ("disjoint", disjoint)}
+                 "disjoint=True (each seed its own subgraph)": ("disjoint", disjoint),
+                 "temporal sampling (time_attr)": ("temporal", temporal)}
         wanted = [key for key, on in asked.values() if on]
         missing = [what for what, (key, on) in asked.items() if on and not getattr(self, key)]
         if draws not in self.draws:
             missing.append(f"sampler.draws={draws} (it draws {' or '.join(self.draws)})")
-        if (replace or disjoint) and (typed or weight_attr is not None):
-            missing.append("replace=True or disjoint=True on a typed graph or with weight_attr (both are drawn "
-                           "uniformly, on a graph of one node and edge type)")
+        if replace and (typed or weight_attr is not None or temporal):
+            missing.append("replace=True on a typed graph, with weight_attr or by time (it is drawn uniformly, on a "
+                           "graph of one node and edge type)")
+        if (disjoint or temporal) and weight_attr is not None:
+            missing.append("disjoint=True or time_attr with weight_attr (each seed's own subgraph is drawn uniformly)")
         if disjoint and draws != "per_node":
             missing.append("disjoint=True with sampler.draws=per_hop (each seed's own subgraph is drawn per node)")
         if missing:

@@ -89,7 +89,8 @@ def own_options(settings: SamplerSettings) -> dict:
 # conveyor's own samplers: each its module (the target, imported when one is built) and its
 # conf/sampler YAML; what it can draw is asked of this entry alone (samplers/registry.py).
 register_sampler("bsp", "conveyor.samplers.bsp_family.build_bsp", typed=True, weights=True, replace=True,
-                 disjoint=True, draws=DRAWS, help="one hop at a time with torch ops (CPU or CUDA): the reference")
+                 disjoint=True, temporal=True, draws=DRAWS,
+                 help="one hop at a time with torch ops (CPU or CUDA): the reference")
 register_sampler("fused", "conveyor.samplers.fused.FusedSampler", weights=True, extra="triton", options=FusedSettings,
                  help="all hops in one persistent Triton kernel (CUDA, opt-in until validated on a GPU; CPU only "
                       "under TRITON_INTERPRET=1)")
