@@ -59,18 +59,13 @@ class SamplerEntry:
         missing = [what for what, (key, on) in asked.items() if on and not getattr(self, key)]
         if draws not in self.draws:
             missing.append(f"sampler.draws={draws} (it draws {' or '.join(self.draws)})")
-        if replace and (typed or weight_attr is not None or temporal):
-            missing.append("replace=True on a typed graph, with weight_attr or by time (it is drawn uniformly, on a "
-                           "graph of one node and edge type)")
-        if (disjoint or temporal) and weight_attr is not None:
-            missing.append("disjoint=True or time_attr with weight_attr (each seed's own subgraph is drawn uniformly)")
-        if disjoint and draws != "per_node":
-            missing.append("disjoint=True with sampler.draws=per_hop (each seed's own subgraph is drawn per node)")
         if missing:
             able = [e.name for e in REGISTRY.values() if all(getattr(e, k) for k in wanted) and draws in e.draws]
             raise ConveyorError(f"sampler {self.name}{where} does not draw {' and '.join(missing)}; choose a "
                                 f"sampler that does ({', '.join(able) or 'none of conveyor own'}), or leave that "
                                 f"out (torch_geometric.loader.NeighborLoader draws every PyG option).")
+        check_together(typed, weight_attr is not None, replace, disjoint, draws, temporal,
+                       f"sampler {self.name}{where}")
         if self.extra is not None:
             require_extra(self.extra, f"sampler={self.name}")
 
@@ -82,6 +77,22 @@ class SamplerEntry:
         """The sampler over `graph`: only the keywords it takes are passed (those asked for were
         checked against the entry first)."""
         return load_target(self.target, self.name)(graph, fanouts, **keywords)
+
+
+def check_together(typed: bool, weights: bool, replace: bool, disjoint: bool, draws: str, temporal: bool,
+                   who: str) -> None:
+    """Refuse options that no sampler draws together (each alone may be drawn)."""
+    clashes = []
+    if replace and (typed or weights or temporal):
+        clashes.append("replace=True on a typed graph, with weight_attr or by time (it is drawn uniformly, on a "
+                       "graph of one node and edge type)")
+    if (disjoint or temporal) and weights:
+        clashes.append("disjoint=True or time_attr with weight_attr (each seed's own subgraph is drawn uniformly)")
+    if disjoint and draws != "per_node":
+        clashes.append("disjoint=True with sampler.draws=per_hop (each seed's own subgraph is drawn per node)")
+    if clashes:
+        raise ConveyorError(f"{who} is asked for {' and '.join(clashes)}: no sampler draws these together; leave "
+                            f"one of them out (torch_geometric.loader.NeighborLoader draws every PyG option).")
 
 
 REGISTRY: dict = {}
