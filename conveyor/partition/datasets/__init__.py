@@ -15,6 +15,9 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 - `mag`: ogbn-mag through `ogb` (a typed graph: papers, authors, institutions, fields; mag.py).
 - `synthetic_mag`: an ogbn-mag-shaped typed graph of any size; options `scale`, `seed`,
   `num_features`, `num_classes` (synthetic_mag.py). Typed graphs: partition/hetero.py.
+- `synthetic_movielens`: a MovieLens-shaped typed graph of users, movies and timestamped ratings
+  (the link task's recommender stand-in); options `scale`, `seed`, `num_features`
+  (synthetic_movielens.py).
 - `memory`: a graph handed over in Python (`conveyor.fit(graph_or_data)`); nothing to load.
 """
 from __future__ import annotations
@@ -31,7 +34,7 @@ from conveyor.partition.hetero import is_typed
 
 PLANETOID = ("cora", "citeseer", "pubmed")
 OGB = ("arxiv", "products", "papers100m")
-TYPED = ("mag", "synthetic_mag")  # typed graphs (partition/hetero.py)
+TYPED = ("mag", "synthetic_mag", "synthetic_movielens")  # typed graphs (partition/hetero.py)
 DATASETS = PLANETOID + OGB + ("synthetic", "synthetic_papers", "custom", "memory") + TYPED
 
 
@@ -78,6 +81,9 @@ def loader(key: str):
     if key == "synthetic_mag":
         from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
         return load_synthetic_mag
+    if key == "synthetic_movielens":
+        from conveyor.partition.datasets.synthetic_movielens import load_synthetic_movielens
+        return load_synthetic_movielens
     from conveyor.partition.datasets.synthetic import load_synthetic
     return load_synthetic
 
