@@ -4,8 +4,8 @@ import torch
 
 from conveyor.config import load_settings
 from conveyor.partition.datasets import load_configured
-from conveyor.partition.datasets.synthetic_movielens import (FIRST_TIME, GENRES, LAST_TIME, RATES, REV_RATES,
-                                                              generate, load_synthetic_movielens, sizes)
+from conveyor.partition.datasets import synthetic_movielens as movielens
+from conveyor.partition.datasets.synthetic_movielens import RATES, REV_RATES, generate, sizes
 from tests.helpers import refusal
 
 
@@ -18,7 +18,7 @@ def test_exact_statistics_at_a_fixed_seed():
     assert torch.bincount((rates.rating * 2).long(), minlength=11).tolist() == [0, 10, 12, 36, 66, 104, 129, 159,
                                                                                148, 97, 118]
     assert (int(rates.time.min()), int(rates.time.max())) == (907807861, 1498564013)
-    assert torch.bincount(data["movie"].y, minlength=GENRES).tolist()[:4] == [96, 28, 22, 9]
+    assert torch.bincount(data["movie"].y, minlength=movielens.GENRES).tolist()[:4] == [96, 28, 22, 9]
     assert [int(data["movie"][f"{s}_mask"].sum()) for s in ("train", "val", "test")] == [117, 29, 49]
 
 
@@ -27,21 +27,21 @@ def test_shape_as_movielens_reverse_and_no_repeats():
     rates, rev = data[RATES], data[REV_RATES]
     assert data.node_types == ["user", "movie"] and "x" not in data["user"]
     assert data["movie"].x.shape == (data["movie"].num_nodes, 30) and rates.time.dtype == torch.int64
-    flags = data["movie"].x[:, :GENRES]
+    flags = data["movie"].x[:, :movielens.GENRES]
     assert set(flags.unique().tolist()) == {0.0, 1.0} and flags.sum(1).min() >= 1 and flags.sum(1).max() <= 3
     assert torch.equal(data["movie"].y, flags.argmax(1))  # the first genre: the label
     keys = rates.edge_index[0] * data["movie"].num_nodes + rates.edge_index[1]
     assert keys.unique().numel() == keys.numel()  # no user rates a movie twice
     assert torch.equal(rev.edge_index, rates.edge_index.flip(0)) and torch.equal(rev.time, rates.time)
     assert torch.equal(rev.rating, rates.rating)
-    assert FIRST_TIME <= int(rates.time.min()) and int(rates.time.max()) <= LAST_TIME
+    assert movielens.FIRST_TIME <= int(rates.time.min()) and int(rates.time.max()) <= movielens.LAST_TIME
     assert set((rates.rating * 2).unique().long().tolist()) <= set(range(1, 11))
     assert torch.bincount(rates.edge_index[0]).min() >= 5
 
 
 def test_seeded_cached_and_configured(tmp_path):
-    first = load_synthetic_movielens(tmp_path, scale=0.02, seed=1, num_features=24)
-    again = load_synthetic_movielens(tmp_path, scale=0.02, seed=1, num_features=24)
+    first = movielens.load_synthetic_movielens(tmp_path, scale=0.02, seed=1, num_features=24)
+    again = movielens.load_synthetic_movielens(tmp_path, scale=0.02, seed=1, num_features=24)
     other = generate(0.02, 2, num_features=24)
     assert torch.equal(first.indices, again.indices) and not torch.equal(first.indptr, other.indptr)
     assert (tmp_path / "synthetic_movielens" / "scale0.02_seed1_f24").is_dir()

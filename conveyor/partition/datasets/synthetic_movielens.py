@@ -16,7 +16,8 @@ The model, vectorised numpy, one generator drawn in a fixed order:
 - a user's activity is log-normal (at least `MIN_RATINGS` ratings, as MovieLens keeps users
   with 20 or more); the movies it rates are drawn without repeats by popularity (power law over
   a random ranking) times exp(`TASTE` x affinity): who rates what is learnable from tastes;
-- a rating is 3.5 plus its affinity (standardised over the rated pairs) plus noise, clipped to 0.5 .. 5 and rounded to a half;
+- a rating is 3.5 plus its affinity (standardised over the rated pairs) plus noise, clipped to
+  0.5 .. 5 and rounded to a half;
 - each user is active from a random start for a random span (mean 2 years), its ratings at
   uniform times within: a temporal split (past vs future) differs from a random one;
 - movies' features (`num_features`, default 404 as PyG's MovieLens with its 384-wide title
