@@ -78,21 +78,26 @@ class LinkSpec:
     negatives: Optional[Negatives] = None
     seed: int = 0
     disjoint: bool = False  # every endpoint its own subgraph (the node sampler must draw so)
+    src_nodes: Optional[Tuple[int, int]] = None  # (first id, count) negative sources are drawn from; None: all
+    dst_nodes: Optional[Tuple[int, int]] = None  # the same for destinations (a typed graph: the edge type's)
 
     def build(self, graph: Graph, device) -> "LinkSampler":
         inner = self.sampler
         if callable(getattr(inner, "build", None)):
             inner = inner.build(graph, device)
+        every = (0, graph.num_nodes)
         return LinkSampler(inner, graph.num_nodes, self.edge_label_index, self.edge_label, self.negatives,
-                           self.seed, self.disjoint)
+                           self.seed, self.disjoint, self.src_nodes or every, self.dst_nodes or every)
 
 
 class LinkSampler:
     """Link batches (module doc) drawn with the node sampler `sampler` (None: zero hops)."""
 
     def __init__(self, sampler, num_nodes: int, edge_label_index: Tensor, edge_label: Optional[Tensor] = None,
-                 negatives: Optional[Negatives] = None, seed: int = 0, disjoint: bool = False):
+                 negatives: Optional[Negatives] = None, seed: int = 0, disjoint: bool = False,
+                 src_nodes: Optional[Tuple[int, int]] = None, dst_nodes: Optional[Tuple[int, int]] = None):
         self.sampler, self.num_nodes, self.disjoint = sampler, int(num_nodes), disjoint
+        self.ranges = {"src": src_nodes or (0, self.num_nodes), "dst": dst_nodes or (0, self.num_nodes)}
         self.edge_label_index, self.edge_label, self.negatives = edge_label_index.long(), edge_label, negatives
         self.generator = torch.Generator().manual_seed(negative_seed(seed))
         inner = "endpoints only" if sampler is None else getattr(sampler, "name", type(sampler).__name__)
@@ -132,7 +137,7 @@ class LinkSampler:
         if mode == "binary":
             src, dst, label = self.with_binary_negatives(src, dst, label)
         elif mode == "triplet":
-            dst = torch.cat([dst, self.draw(src.numel() * int(self.negatives.amount))])
+            dst = torch.cat([dst, self.draw(src.numel() * int(self.negatives.amount), "dst")])
         seeds = torch.cat([src, dst])
         if self.disjoint:  # each endpoint a seed of its own, in order
             local = torch.arange(seeds.numel())
@@ -151,14 +156,18 @@ class LinkSampler:
         """The positive pairs followed by ceil(amount x P) random ones, labelled 0 (the positives
         1 when no label was given): PyG's binary negative sampling."""
         count = math.ceil(src.numel() * self.negatives.amount)
-        src, dst = torch.cat([src, self.draw(count)]), torch.cat([dst, self.draw(count)])
+        src, dst = torch.cat([src, self.draw(count, "src")]), torch.cat([dst, self.draw(count, "dst")])
         label = torch.ones(src.numel() - count) if label is None else label
         return src, dst, torch.cat([label, label.new_zeros((count, *label.shape[1:]))])
 
-    def draw(self, count: int) -> Tensor:
-        if self.num_nodes == 0:
-            raise ConveyorError("negative sampling draws random nodes, but the graph has none.")
-        return torch.randint(self.num_nodes, (count,), generator=self.generator)
+    def draw(self, count: int, endpoint: str) -> Tensor:
+        """`count` random nodes for the `endpoint` ("src" or "dst") of negative links: global ids in
+        its node range (a typed graph's: the edge type's node type)."""
+        first, size = self.ranges[endpoint]
+        if size == 0:
+            raise ConveyorError("negative sampling draws random nodes, but the graph has none of the links' "
+                                f"{endpoint} node type.")
+        return torch.randint(size, (count,), generator=self.generator) + first
 
 
 def endpoints_only(seeds: Tensor, disjoint: bool = False) -> SampledBatch:

@@ -213,7 +213,8 @@ def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn
     the encoder of a LinkModel whose output is model.hidden wide."""
     torch.manual_seed(settings.run.seed)
     if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
-        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
+        model = typed_model(settings.model, graph, len(settings.sampler.fanouts),
+                            None if link is None else settings.model.hidden)
     elif model is None:
         out_dim = int(graph.num_classes) if link is None else settings.model.hidden
         model = build_model(settings.model, graph.x.size(1), out_dim, len(settings.sampler.fanouts))

@@ -272,11 +272,11 @@ def wrap_typed(module: nn.Module, graph: TypedGraph, embedding_dim: int = EMBEDD
                         f"{type(module).__name__} whose forward takes neither.")
 
 
-def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
+def typed_model(model, graph: TypedGraph, num_layers: int, out_channels: int | None = None) -> nn.Module:
     """The model `model` (ModelSettings) names, on the typed graph: rgcn (R-GCN), sage
-    (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero. A node type
-    without features gets a learned embedding as wide as the widest features (OGB's R-GCN: 128,
-    the papers')."""
+    (to_hetero(GraphSAGE)) or a model._target_ BasicGNN made typed by to_hetero, `out_channels`
+    wide (None: the graph's classes; task=link: model.hidden). A node type without features gets
+    a learned embedding as wide as the widest features (OGB's R-GCN: 128, the papers')."""
     from torch_geometric.nn import GraphSAGE
 
     from conveyor.trainer.models.adapter import instantiate_target
@@ -284,7 +284,7 @@ def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
 
     schema, widths = graph.schema, feature_widths(graph)
     metadata = (list(schema.node_types), list(schema.edge_types))
-    classes = int(graph.num_classes)
+    classes = int(graph.num_classes) if out_channels is None else int(out_channels)
     embedding = max(widths.values(), default=model.hidden)  # a featureless type's: as wide as the widest features
     if model._target_ is None and model.name == "rgcn":
         inputs = {t: widths.get(t, embedding) for t in schema.node_types}
