@@ -61,9 +61,8 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
     task: "node" (node classification) or "link" (link prediction: the edges split as PyG's
         RandomLinkSplit, the model as the encoder of a dot-product decoder; `task.*` overrides;
-        labels and node splits are not read; `loss` is not taken). On a HeteroData, `edge_type`
-        names the edge type to predict, (src, rel, dst); it is split with its reverse
-        (docs/usage.md, typed link prediction).
+        labels and node splits are not read; `loss` is not taken). On a HeteroData `edge_type`
+        names the (src, rel, dst) to predict, split with its reverse (docs/usage.md).
     keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout, edge_type (see KEYWORDS).
         A given module runs as written: its dropouts draw F.dropout's masks unless
         `fast_dropout=True` asks for conveyor's faster ones (trainer/models/dropout.py).
