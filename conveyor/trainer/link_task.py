@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import List
 
@@ -145,29 +146,30 @@ class LinkTask:
                                 f"trainer.batch_size={batch_size}; use fewer ranks or a larger batch size.")
         return LinkPlan(share, batches, ctx.rank_seed(run_seed))
 
-    def figures(self, run) -> dict:
-        """Validation's and test's figures (val_auc, val_hits@K, val_recall@K, val_loss, val_acc, test_...)."""
+    def figures(self, model: LinkModel, device, autocast=nullcontext, progress: bool = False) -> dict:
+        """Validation's and test's figures (val_auc, val_hits@K, val_recall@K, val_loss, val_acc,
+        test_...) of `model` (a run's, or the comparison's PyG reference's: the same ruler)."""
         split, figures = self.split, {}
         for name, graph, links, labels in (("val", split.train_graph, split.val_links, split.val_labels),
                                            ("test", split.test_graph, split.test_links, split.test_labels)):
-            values = self.split_figures(run, name, graph, links, labels)
+            values = self.split_figures(model, name, graph, links, labels, device, autocast, progress)
             figures.update({f"{name}_{key}": value for key, value in values.items()})
         return figures
 
-    def split_figures(self, run, name: str, graph: Graph, links: Tensor, labels: Tensor) -> dict:
+    def split_figures(self, model: LinkModel, name: str, graph: Graph, links: Tensor, labels: Tensor, device,
+                      autocast, progress: bool) -> dict:
         """One split's figures from the exact embeddings of its links' endpoints (and, for
         Recall@K, of every candidate destination)."""
-        trainer, task = run.settings.trainer, self.settings.task
+        trainer, task = self.settings.trainer, self.settings.task
         wanted = torch.cat([links.reshape(-1), self.candidates(graph)]) if task.recall_k else links.reshape(-1)
         nodes = torch.unique(wanted)
         if name not in self.plans:
-            self.plans[name] = LayerwisePlan(graph, nodes, run.model.num_layers, trainer.eval_batch_size)
-        z = link_embeddings(run.model, graph, nodes, trainer.eval_batch_size, run.ctx.device, run.precision.autocast,
-                            parse_dtype(run.settings.cache.dtype, None), self.plans[name],
-                            trainer.progress and run.ctx.is_main).to(run.ctx.device)
-        scores = run.model.score(z, torch.searchsorted(nodes, links).to(run.ctx.device)).float().cpu()
+            self.plans[name] = LayerwisePlan(graph, nodes, model.num_layers, trainer.eval_batch_size)
+        z = link_embeddings(model, graph, nodes, trainer.eval_batch_size, device, autocast,
+                            parse_dtype(self.settings.cache.dtype, None), self.plans[name], progress).to(device)
+        scores = model.score(z, torch.searchsorted(nodes, links).to(device)).float().cpu()
         values = link_figures(scores, labels, task.hits_k)
         if task.recall_k:
-            values[f"recall@{task.recall_k}"] = split_recall(run.model, z, nodes, links, labels, self.candidates(graph),
-                                                             self.known_pairs(graph), task.recall_k, run.ctx.device)
+            values[f"recall@{task.recall_k}"] = split_recall(model, z, nodes, links, labels, self.candidates(graph),
+                                                             self.known_pairs(graph), task.recall_k, device)
         return values

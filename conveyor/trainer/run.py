@@ -336,7 +336,8 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
     """Validation and test accuracy and loss (over every rank's nodes), as trainer.inference says
     (trainer/loop/evaluation.py); keeps the best validation epoch."""
     start = time.perf_counter()
-    figures = node_figures(run) if run.link is None else run.link.figures(run)
+    figures = node_figures(run) if run.link is None else run.link.figures(
+        run.model, run.ctx.device, run.precision.autocast, run.settings.trainer.progress and run.ctx.is_main)
     figures["eval_time_s"] = time.perf_counter() - start
     val, test = f"val_{run.metric}", f"test_{run.metric}"
     if val in figures and (run.best[val] is None or figures[val] > run.best[val]):
