@@ -63,7 +63,7 @@ def script(name: str, loader: str) -> str:
 def run_once(name: str, loader: str, tmp: Path, timeout: int) -> dict:
     """One run: its metric, its epoch times (the gaps between its "Epoch:" lines), or its last line."""
     inject, folder = tmp / "inject", tmp / f"{loader}_{name[:-3]}"
-    inject.mkdir(exist_ok=True)
+    inject.mkdir(parents=True, exist_ok=True)
     shutil.copy(EXAMPLES_DIR / "synthetic_datasets.py", inject / "sitecustomize.py")
     folder.mkdir(exist_ok=True)
     (folder / name).write_text(script(name, loader))
@@ -99,7 +99,8 @@ def table(report: dict) -> str:
         ratio = (f"{statistics.median(epoch['conveyor']) / statistics.median(epoch['pyg']):.2f}x"
                  if epoch["pyg"] and epoch["conveyor"] else "-")
         failed = {k: next((r["last_line"] for r in runs if r["loader"] == k and not r["ok"]), "") for k in by}
-        cells = [spread([r["metric"] for r in by[k]]) if by[k] else f"failed: {failed[k][:90]}" for k in by]
+        cells = [spread([r["metric"] for r in by[k]]) if by[k] else f"failed: {failed[k][:90]}" if failed[k] else "-"
+                 for k in by]
         lines.append(f"| {name} | {EXAMPLES[name][3]} | {cells[0]} | {cells[1]} | {spread(epoch['pyg'])} | "
                      f"{spread(epoch['conveyor'])} | {ratio} |")
     return "\n".join(lines) + "\n"
