@@ -50,8 +50,9 @@ def is_hetero(data) -> bool:
     return isinstance(data, HeteroData)
 
 
-def hetero_graph_and_layout(data: HeteroData) -> Tuple[TypedGraph, HeteroLayout]:
-    """The typed graph the pipeline samples and gathers from, and how its batches are laid out."""
+def hetero_graph_and_layout(data: HeteroData, leave_out: Tuple[str, ...] = ()) -> Tuple[TypedGraph, HeteroLayout]:
+    """The typed graph the pipeline samples and gathers from, and how its batches are laid out; the
+    keys `leave_out` of its stores are neither read nor in the batches (a link loader makes its own)."""
     if not data.edge_types and not data.node_types:
         raise ConveyorError("the HeteroData given has no node or edge types; give it node types (data['paper'].x) "
                             "and edge types (data['paper', 'cites', 'paper'].edge_index).")
@@ -60,14 +61,14 @@ def hetero_graph_and_layout(data: HeteroData) -> Tuple[TypedGraph, HeteroLayout]
                          if _is_features(k, v)), None)
     for t, store in data.node_items():
         layout.node_keys[t] = []
-        for key, value in store.items():
+        for key, value in ((k, v) for k, v in store.items() if k not in leave_out):
             kind = NUM_NODES if key == NUM_NODES else _value_kind(store.is_node_attr(key), value, NODE)
             kind = X if kind == NODE and _is_features(key, value) and value.dtype == cached_dtype else kind
             layout.node_keys[t].append((key, kind))
             _keep(layout, t, key, kind, value, x if kind == X else node)
     for e, store in data.edge_items():
         layout.edge_keys[e] = []
-        for key, value in store.items():
+        for key, value in ((k, v) for k, v in store.items() if k not in leave_out):
             if key == "adj_t":
                 raise ConveyorError(f"data[{e!r}] holds adj_t, which conveyor's loader does not slice for a "
                                     f"HeteroData; give its edges as edge_index, or use "
@@ -168,9 +169,18 @@ def typed_input_nodes(input_nodes, graph: TypedGraph, subgraph_type: str = "dire
 
 def to_hetero_data(prepared, layout: HeteroLayout, input_type: str, input_id: Tensor,
                    subgraph_type: str = "directional") -> HeteroData:
-    """`prepared` (a pipeline.PreparedBatch of a typed graph) as PyG's heterogeneous batch; a
-    bidirectional one as PyG's `HeteroSamplerOutput.to_bidirectional` makes it (no e_id, no edge
-    attributes, no counts per hop for the edge types it joins)."""
+    """`prepared` (a pipeline.PreparedBatch of a typed graph) as PyG's heterogeneous node batch:
+    `hetero_batch`'s, with input_id and batch_size on the input type."""
+    data, _ = hetero_batch(prepared, layout, subgraph_type)
+    data.get_node_store(input_type).input_id = input_id
+    data.get_node_store(input_type).batch_size = int(prepared.batch.num_nodes_per_hop[0])
+    return data
+
+
+def hetero_batch(prepared, layout: HeteroLayout, subgraph_type: str = "directional") -> Tuple[HeteroData, TypeCut]:
+    """`prepared` (a pipeline.PreparedBatch of a typed graph) as PyG's heterogeneous batch, and its
+    nodes cut into types; a bidirectional one as PyG's `HeteroSamplerOutput.to_bidirectional` makes
+    it (no e_id, no edge attributes, no counts per hop for the edge types it joins)."""
     schema, batch = layout.schema, prepared.batch
     cut = TypeCut(schema, batch.n_id, batch.num_nodes_per_hop.tolist())
     edges = typed_edges(prepared, cut)
@@ -194,9 +204,10 @@ def to_hetero_data(prepared, layout: HeteroLayout, input_type: str, input_id: Te
     if subgraph_type == "directional":
         for node_type, counts in zip(schema.node_types, cut.per_hop_nodes()):
             data.get_node_store(node_type).num_sampled_nodes = counts
-    data.get_node_store(input_type).input_id = input_id
-    data.get_node_store(input_type).batch_size = int(batch.num_nodes_per_hop[0])
-    return data
+    if "batch" in batch.extras:  # disjoint subgraphs: whose each node is (samplers/disjoint.py), type by type
+        for t, node_type in enumerate(schema.node_types):
+            data.get_node_store(node_type).batch = batch.extras["batch"].index_select(0, cut.positions(t))
+    return data, cut
 
 
 @dataclass
@@ -216,7 +227,7 @@ def typed_edges(prepared, cut: TypeCut) -> TypedEdges:
     order, counts = by_relation(relation, num_relations)  # one sort, then views per relation
     local = cut.rank.index_select(0, edge_index.reshape(-1)).view(2, -1).index_select(1, order)
     hop = torch.repeat_interleave(torch.arange(hops, device=relation.device),
-                                  torch.tensor(edge_counts, device=relation.device))
+                                  torch.tensor(edge_counts, dtype=torch.long, device=relation.device))
     per_hop = torch.bincount(relation * hops + hop, minlength=num_relations * hops).view(num_relations, hops)
     e_id = kept(prepared.edge_attrs[E_ID], mask).index_select(0, order).split(counts) \
         if E_ID in prepared.edge_attrs else None

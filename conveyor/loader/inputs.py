@@ -18,9 +18,10 @@ from conveyor.partition.attributes import AttributeSpec
 from conveyor.partition.hetero import is_typed
 from conveyor.partition.typed_attributes import TypedAttributeSpec
 from conveyor.pipeline import PipelineSettings
-from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, resolve_sampler_name
+from conveyor.samplers import SamplerSpec, check_disjoint, check_replace, check_temporal, resolve_sampler_name
 from conveyor.samplers.settings import SAMPLERS
 from conveyor.samplers.subgraph import SUBGRAPH_TYPES, SubgraphSpec
+from conveyor.samplers.temporal import TEMPORAL_STRATEGIES, TemporalSpec, time_of
 from conveyor.samplers.typed import relation_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
 
@@ -36,7 +37,9 @@ class Options:
     weight_attr: Optional[str] = None
     transform: Optional[Callable] = None
     replace: bool = False  # PyG's: neighbours drawn with replacement
-    disjoint: bool = False  # PyG's: each seed its own subgraph (samplers/disjoint.py)
+    disjoint: bool = False  # PyG's: each seed its own subgraph (samplers/disjoint.py); always, when temporal
+    time_attr: Optional[str] = None  # PyG's temporal sampling (samplers/temporal.py)
+    temporal_strategy: str = "uniform"
 
 
 def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Options:
@@ -61,8 +64,25 @@ def options_of(taken: dict, pipeline: Optional[str], depth: Optional[int]) -> Op
         raise ConveyorError(f"weight_attr must name an edge attribute of the data, got {weight_attr!r}.")
     by_workers = None if "num_workers" not in taken else "serial" if workers == 0 else "async"
     depth = depth if depth is not None else prefetch or DEFAULT_DEPTH  # depth=0 is refused, not replaced
-    return Options(pipeline or by_workers or "auto", depth, kind,
-                   weight_attr, transform, bool(taken.get("replace", False)), bool(taken.get("disjoint", False)))
+    time_attr, strategy = temporal_options(taken)
+    return Options(pipeline or by_workers or "auto", depth, kind, weight_attr, transform,
+                   bool(taken.get("replace", False)), bool(taken.get("disjoint", False)) or time_attr is not None,
+                   time_attr, strategy)
+
+
+def temporal_options(taken: dict) -> Tuple[Optional[str], str]:
+    """PyG's time_attr and temporal_strategy, checked (temporal sampling: samplers/temporal.py)."""
+    time_attr, strategy = taken.get("time_attr"), getattr(taken.get("temporal_strategy", "uniform"), "value",
+                                                          taken.get("temporal_strategy", "uniform"))
+    if time_attr is not None and not isinstance(time_attr, str):
+        raise ConveyorError(f"time_attr must name a node- or edge-level attribute of the data, got {time_attr!r}.")
+    if strategy not in TEMPORAL_STRATEGIES:
+        raise ConveyorError(f"temporal_strategy must be one of {', '.join(TEMPORAL_STRATEGIES)}, got {strategy!r}.")
+    if taken.get("input_time") is not None and time_attr is None:
+        raise ConveyorError("Received conflicting 'input_time' and 'time_attr' arguments: 'input_time' is set while "
+                            "'time_attr' is not set. Name the attribute of the graph's times as time_attr=, or leave "
+                            "input_time out.")
+    return time_attr, strategy
 
 
 def input_node_ids(input_nodes, graph: Graph, subgraph_type: str = "directional") -> Tuple[Tensor, bool, Optional[str]]:
@@ -101,6 +121,8 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     if options.disjoint and options.subgraph_type != "directional":
         raise ConveyorError(f"disjoint=True is drawn with subgraph_type='directional' only, got "
                             f"{options.subgraph_type!r}; leave one of them out.")
+    if options.time_attr is not None:
+        return temporal_sampler_of(sampler, fanouts, seed, device, options, graph)
     if isinstance(sampler, torch.utils.data.Sampler):
         raise ConveyorError("conveyor.NeighborLoader's node_sampler= is the neighbour sampler (auto, bsp, fused, "
                             "pyg, or your own), not a torch Sampler of indices: give that as sampler=, as PyG.")
@@ -133,6 +155,14 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     return SubgraphSpec(sampler, options.subgraph_type)
 
 
+def temporal_sampler_of(sampler, fanouts, seed: int, device, options: Options, graph: Graph) -> TemporalSpec:
+    """The temporal sampler (samplers/temporal.py), after refusing what it does not draw."""
+    name = resolve_sampler_name(sampler, device) if isinstance(sampler, str) else type(sampler).__name__
+    check_temporal(options.time_attr, name, options.replace, options.weight_attr)
+    time_of(graph, options.time_attr)  # a missing or misshapen time attribute: refused here, before anything starts
+    return TemporalSpec(fanouts, seed, options.time_attr, options.temporal_strategy)
+
+
 def checked_fanouts(num_neighbors, graph: Optional[Graph]):
     """num_neighbors checked: one list (hop 1 first, -1 for every neighbour), or for a typed
     graph also a dict by edge type (samplers/typed.py), kept as given for the sampler."""
@@ -144,6 +174,15 @@ def checked_fanouts(num_neighbors, graph: Optional[Graph]):
                             "for every neighbour); a dict per edge type is for heterogeneous graphs "
                             "(a HeteroData), and this graph has one type.")
     return check_fanouts(num_neighbors, "num_neighbors")
+
+
+def seed_times(value, count: int, name: str) -> Tensor:
+    """PyG's input_time / edge_label_time: one real time per seed or link."""
+    times = torch.as_tensor(value).as_subclass(Tensor).cpu()
+    if times.shape != (count,) or times.dtype == torch.bool or times.is_complex():
+        raise ConveyorError(f"{name} must hold one real time per seed ({count}), got {times.dtype} of shape "
+                            f"{tuple(times.shape)}.")
+    return times
 
 
 def attributes_of(graph: Graph):

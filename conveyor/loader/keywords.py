@@ -36,14 +36,16 @@ TAKEN = {
     "sampler": "a torch sampler of positions in the seeds (e.g. ImbalancedSampler): each epoch's seeds, cut by "
                "batch_size and drop_last, as PyG's DataLoader takes it (loader/index_samplers.py)",
     "batch_sampler": "a torch sampler of batches of seed positions, as PyG's DataLoader takes it",
+    "time_attr": "temporal sampling: the node- or edge-level attribute of times; a seed's subgraph holds nothing "
+                 "later than its time (node_sampler bsp; samplers/temporal.py), each seed its own subgraph, as PyG",
+    "input_time": "each input node's time (default: its own, with node-level time_attr), as PyG",
+    "temporal_strategy": "uniform (PyG's default) or last: draw uniformly among the neighbours not later than "
+                         "the seed, or take the latest of them",
     "worker_init_fn": "run in each of conveyor's stage processes as it starts (the sampler: worker 0, the "
                       "feature loader: worker 1); the serial pipeline, like num_workers=0, runs none",
 }
 # keyword: (PyG's default, why conveyor refuses another value and what to do instead)
 UNSUPPORTED = {
-    "input_time": (None, "temporal sampling is not supported"),
-    "time_attr": (None, "temporal sampling is not supported"),
-    "temporal_strategy": ("uniform", "temporal sampling is not supported"),
     "neighbor_sampler": (None, "PyG's NeighborSampler objects do not draw conveyor's batches: pass conveyor's "
                                "own sampler as node_sampler= (README: 'Your own sampler or feature source')"),
     "transform_sampler_output": (None, f"a sampler-output transform is not run; {PER_BATCH}"),

@@ -8,8 +8,10 @@ edge-level attribute, e_id, parallel edges, dtypes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Optional
 
+import torch
 from torch import Tensor
 from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
 from torch_geometric.sampler import NodeSamplerInput
@@ -17,7 +19,14 @@ from torch_geometric.sampler import NodeSamplerInput
 from conveyor.core import ConveyorError
 from conveyor.loader.hetero import to_hetero_data
 from conveyor.loader.index_samplers import index_batches, plan_of
-from conveyor.loader.inputs import attributes_of, features_of, input_node_ids, pipeline_settings, sampler_of
+from conveyor.loader.inputs import (
+    attributes_of,
+    features_of,
+    input_node_ids,
+    pipeline_settings,
+    sampler_of,
+    seed_times,
+)
 from conveyor.loader.keywords import check_keywords
 from conveyor.loader.pipeline_loader import LoaderParts
 from conveyor.loader.pyg_face import describe, pipeline_sampler
@@ -32,6 +41,7 @@ from conveyor.loader.to_pyg import to_pyg
 from conveyor.partition.hetero import is_typed
 from conveyor.pipeline.room import check_batch_room
 from conveyor.pipeline.seeds import EpochPlan
+from conveyor.samplers.temporal import EDGE_TIME, TimedSeedsSpec, time_of
 from conveyor.samplers.typed import relation_fanouts
 
 
@@ -70,13 +80,18 @@ class NeighborLoader(PyGLoader, PyGNeighborLoader):
         fanouts, row_bytes = room_of(graph, num_neighbors)
         check_batch_room(graph, fanouts, min(batch_size, max(nodes.numel(), 1)), device, row_bytes=row_bytes,
                          fix="Lower batch_size or num_neighbors.")
-        plan = plan_of(nodes, batches, seed, EpochPlan(nodes, batch_size, seed, bool(shuffle), bool(drop_last)))
+        input_time = input_times(taken.get("input_time"), nodes, options.time_attr, graph)
+        seeds = nodes if options.time_attr is None else torch.arange(nodes.numel())  # temporal: positions
+        if options.time_attr is not None:
+            parts = replace(parts, sampler=TimedSeedsSpec(parts.sampler, nodes, input_time))
+        plan = plan_of(seeds, batches, seed, EpochPlan(seeds, batch_size, seed, bool(shuffle), bool(drop_last)))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         self.input_nodes = nodes
         describe(self, taken, taken.get("sampler"), taken.get("batch_sampler"))
+        self.input_time = input_time  # PyG's: the seeds' times (pyg_face.py's describe sets None)
         self.node_sampler = pipeline_sampler(node_sampler, num_neighbors, taken, options.subgraph_type)
-        self.input_data = node_input(nodes, self.input_type, graph)
+        self.input_data = node_input(nodes, self.input_type, graph, input_time)
 
     def seed_batches(self, epoch: int) -> List[Tensor]:
         """Each batch's seeds once each: a repeat gets its place in to_data (disjoint: as given,
@@ -93,14 +108,18 @@ class NeighborLoader(PyGLoader, PyGNeighborLoader):
             offset = self.layout.schema.offsets[self.layout.schema.node_type(self.input_type)]
             input_id = input_id - offset if self.mask_input else input_id
             data = to_hetero_data(prepared, self.layout, self.input_type, input_id, self.options.subgraph_type)
-            if has_repeats(seeds):
+            if has_repeats(seeds) and not self.options.disjoint:
                 data = self.typed_repeats(data, seeds - offset)
+            if self.input_time is not None:
+                data[self.input_type].seed_time = self.input_time[positions]
         else:
             data = to_pyg(prepared, self.layout, input_id, hop_counts=self.options.subgraph_type == "directional")
             if self.options.disjoint:
                 data.batch = prepared.batch.extras["batch"]  # whose each node is (samplers/disjoint.py)
             elif has_repeats(seeds):
                 data = with_repeated_seeds(data, seeds, self.layout)
+            if self.input_time is not None:
+                data.seed_time = self.input_time[positions]
         return data
 
     def typed_repeats(self, data, seeds: Tensor):
@@ -125,8 +144,20 @@ def room_of(graph, num_neighbors) -> tuple:
     return hops, max(rows, default=0)
 
 
-def node_input(nodes: Tensor, input_type, graph) -> NodeSamplerInput:
-    """PyG's `loader.input_data`: the seeds (a HeteroData's by their type's own ids) and their type."""
+def node_input(nodes: Tensor, input_type, graph, input_time: Optional[Tensor] = None) -> NodeSamplerInput:
+    """PyG's `loader.input_data`: the seeds (a HeteroData's by their type's own ids), their times
+    and their type."""
     if input_type is not None:
         nodes = nodes - graph.schema.offsets[graph.schema.node_type(input_type)]
-    return NodeSamplerInput(input_id=None, node=nodes, input_type=input_type)
+    return NodeSamplerInput(input_id=None, node=nodes, time=input_time, input_type=input_type)
+
+
+def input_times(input_time, nodes: Tensor, time_attr: Optional[str], graph) -> Optional[Tensor]:
+    """PyG's input_time, one per input node (checked), or None; refused where the seeds' times
+    are needed and not given (edge-level time)."""
+    if input_time is not None:
+        return seed_times(input_time, nodes.numel(), "input_time")
+    if time_attr is not None and time_of(graph, time_attr)[0] == EDGE_TIME:
+        raise ConveyorError(f"time_attr={time_attr!r} is an edge-level attribute: edge-level temporal sampling needs "
+                            f"each seed's time, so give input_time= (one time per input node).")
+    return None

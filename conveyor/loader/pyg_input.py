@@ -45,8 +45,7 @@ def graph_and_layout(data, leave_out: Tuple[str, ...] = ()) -> Tuple[Graph, Batc
     if type(data).__name__ == "HeteroData" or not hasattr(data, "edge_index"):
         raise ConveyorError(
             f"conveyor's loaders take a PyG Data, a conveyor.Graph or a (FeatureStore, GraphStore) pair "
-            f"(conveyor.NeighborLoader a HeteroData too); got a {type(data).__name__}. For heterogeneous link "
-            f"prediction use torch_geometric.loader.LinkNeighborLoader, or data.to_homogeneous() first.")
+            f"(and a HeteroData); got a {type(data).__name__}.")
     return graph_of_data(data, leave_out)
 
 

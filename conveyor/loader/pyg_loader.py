@@ -171,7 +171,7 @@ def read_data(data, options, leave_out: Tuple[str, ...] = (), typed: bool = Fals
         data = hetero_data_of_stores(*data)
     if not (typed and is_hetero(data)):
         return graph_and_layout(data, leave_out)
-    graph, layout = hetero_graph_and_layout(data)
+    graph, layout = hetero_graph_and_layout(data, leave_out)
     return with_weights(graph, options.weight_attr), layout
 
 

@@ -36,14 +36,25 @@ def check_replace(replace: bool, name: str, typed: bool, weight_attr: str | None
 
 def check_disjoint(disjoint: bool, name: str, typed: bool, weight_attr: str | None) -> bool:
     """Whether disjoint subgraphs are asked for (PyG's disjoint=True, each seed its own subgraph:
-    samplers/disjoint.py, bsp's draws once per node as PyG's); refused where they are not drawn:
-    but by bsp, uniformly, on a graph of one node and edge type."""
-    if disjoint and (name != "bsp" or typed or weight_attr is not None):
-        raise ConveyorError(f"disjoint subgraphs (disjoint=True) are drawn by sampler bsp (or auto), uniformly, on a "
-                            f"graph of one node and edge type; got sampler {name}"
-                            f"{' on a typed graph' if typed else ''}{' with weight_attr' if weight_attr else ''}. "
-                            f"Leave disjoint out, or use torch_geometric.loader.NeighborLoader for this loop.")
+    samplers/disjoint.py, bsp's draws once per node as PyG's; a typed graph's: samplers/temporal.py);
+    refused where they are not drawn: but by bsp, uniformly."""
+    del typed  # bsp draws typed graphs' too (samplers/temporal.py)
+    if disjoint and (name != "bsp" or weight_attr is not None):
+        raise ConveyorError(f"disjoint subgraphs (disjoint=True) are drawn by sampler bsp (or auto), uniformly; got "
+                            f"sampler {name}{' with weight_attr' if weight_attr else ''}. Leave disjoint out, or use "
+                            f"torch_geometric.loader.NeighborLoader for this loop.")
     return disjoint
+
+
+def check_temporal(time_attr: str | None, name: str, replace: bool, weight_attr: str | None) -> None:
+    """Refuse temporal sampling (PyG's time_attr) where it is not drawn, before any work: bsp draws
+    it (samplers/temporal.py), uniformly or the latest; fused's one kernel launch keeps no time
+    per seed, and pyg's needs pyg-lib."""
+    if time_attr is not None and (name != "bsp" or replace or weight_attr is not None):
+        raise ConveyorError(f"temporal sampling (time_attr={time_attr!r}) is drawn by sampler bsp (or auto), without "
+                            f"replacement and unweighted; got sampler {name}{' with replace=True' if replace else ''}"
+                            f"{' with weight_attr' if weight_attr else ''}. Use node_sampler='bsp', or "
+                            f"torch_geometric.loader with pyg-lib for this loop.")
 
 
 def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
@@ -63,8 +74,7 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
     name = resolve_sampler_name(name, device)
     check_replace(replace, name, is_typed(graph), weight_attr)
     if check_disjoint(disjoint, name, is_typed(graph), weight_attr):
-        from conveyor.samplers.disjoint import DisjointSampler as Disjoint
-        return Disjoint(graph, fanouts, device=device, seed=seed, replace=replace, threads=threads)
+        return disjoint_sampler(graph, fanouts, device, seed, replace, threads)
     if is_typed(graph):  # a heterogeneous graph: each relation drawn with its own fanouts
         if name != "bsp":
             raise ConveyorError(f"sampler={name} draws graphs of one node and edge type; sample this typed graph "
@@ -86,6 +96,16 @@ def build_sampler(name: str, graph: Graph, fanouts, device="cpu", seed: int = 0,
                             weight_attr=weight_attr, threads=threads)
     raise ConveyorError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)} "
                         f"(or auto: bsp until fused is validated on a GPU), e.g. sampler=bsp.")
+
+
+def disjoint_sampler(graph: Graph, fanouts, device, seed: int, replace: bool, threads):
+    """bsp's disjoint subgraphs (PyG's disjoint=True): samplers/disjoint.py's, or a typed graph's
+    (samplers/temporal.py's draws, with no time)."""
+    if is_typed(graph):
+        from conveyor.samplers.temporal import TemporalSampler
+        return TemporalSampler(graph, fanouts, device=device, seed=seed, threads=threads)
+    from conveyor.samplers.disjoint import DisjointSampler
+    return DisjointSampler(graph, fanouts, device=device, seed=seed, replace=replace, threads=threads)
 
 
 @dataclass(frozen=True)
@@ -116,5 +136,5 @@ class SamplerSpec:
 
 
 __all__ = ["SAMPLERS", "SampledBatch", "Sampler", "SamplerRecipe", "SamplerSettings", "SamplerSpec", "build_sampler",
-           "check_disjoint", "check_replace",
+           "check_disjoint", "check_replace", "check_temporal",
            "resolve_sampler_name"]

@@ -45,7 +45,8 @@ class DisjointSampler:
         with torch_threads(self.threads):
             return [self._sample(s) for s in seed_list]
 
-    def draw(self, nodes: Tensor, hop: int):
+    def draw(self, nodes: Tensor, hop: int, owners: Tensor | None = None):
+        """Hop `hop`'s draws for `nodes` (`owners`: their seeds' indices, which temporal.py's draws read)."""
         start = self.indptr.index_select(0, nodes)
         deg = self.indptr.index_select(0, nodes + 1).sub_(start)
         fanout = self.fanouts[hop]
@@ -65,7 +66,7 @@ class DisjointSampler:
         counts, edges, positions = [seeds.numel()], [], []
         for h in range(len(self.fanouts)):
             first = counts[-2] if len(counts) > 1 else 0  # the previous hop's new nodes draw
-            pos, hop = self.draw(n_id[first:], h)
+            pos, hop = self.draw(n_id[first:], h, owner[first:])
             hop[1] += first
             nbrs = self.indices.index_select(0, pos).long()
             wanted = owner.index_select(0, hop[1]) * self.num_nodes + nbrs
