@@ -35,7 +35,8 @@ RUN = """
 import builtins, json, runpy, sys
 cuts = {tuple(k): tuple(v) for k, v in json.loads(sys.argv[2])}
 cut_range = lambda *bounds: builtins.range(*cuts.get(bounds, bounds))
-runpy.run_path(sys.argv[1], init_globals={"range": cut_range}, run_name="__main__")
+path, sys.argv = sys.argv[1], sys.argv[1:2]  # the script's own argparse sees no arguments
+runpy.run_path(path, init_globals={"range": cut_range}, run_name="__main__")
 """
 # example -> (its import line, the epoch loop's bounds cut to 3 epochs, the metric: a regex and its name)
 EXAMPLES = {
