@@ -10,12 +10,16 @@ persistent workers. Per loader, in its own subprocess (one at a time, the same t
 - epoch 1: one epoch, each batch's x, edges and links on the device (`batch.to(device)`),
   starting the loader's processes included;
 - epoch 2: the same, warm: batches per second, the figure the ratio compares.
-With `--serial`, a third row runs conveyor's loader with `pipeline="serial"` (everything in the
+With `--typed` the graph is the ogbn-mag-shaped `synthetic_mag` (`--scale` its scale) as a PyG
+`HeteroData` with its reverse relations (`ToUndirected`), the links those of ("author", "writes",
+"paper") and `--fanouts` per edge type: the typed link loader (issue 49). With `--serial`, a third
+row runs conveyor's loader with `pipeline="serial"` (everything in the
 loop's process): what the pipeline's processes add. `--rounds` rounds run every loader once each,
 interleaved (the order reversed every other round); the table gives each figure's median and range
 over the rounds, and the ratio's, taken per round.
 
     python -m benchmarks.link_loader --scale 0.05 --fanouts 15,10,5 --batch-size 1024 --links 20480 --rounds 5
+    python -m benchmarks.link_loader --typed --scale 0.02 --fanouts 10,5 --batch-size 512 --links 10240 --rounds 3
 
 Prints a table, writes it and the JSON (default benchmarks/results/link_loader_<device>_s<scale>.md/.json).
 """
@@ -41,13 +45,18 @@ def parse_args(argv=None):
     p.add_argument("--neg-ratio", type=float, default=1.0, help="binary negatives per link")
     p.add_argument("--serial", action="store_true", help="also conveyor's loader with pipeline='serial'")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds: every loader once per round")
+    p.add_argument("--typed", action="store_true", help="synthetic_mag as a HeteroData, author-writes-paper links")
     return p.parse_args(argv)
+
+
+TYPED_LINKS = ("author", "writes", "paper")
 
 
 def make_loader(args, name: str, data, links):
     """The loader `name` over `links`, shuffled, and how it runs."""
     common = {"num_neighbors": [int(f) for f in args.fanouts.split(",")], "batch_size": args.batch_size,
-              "edge_label_index": links, "neg_sampling_ratio": args.neg_ratio, "shuffle": True}
+              "edge_label_index": (TYPED_LINKS, links) if args.typed else links, "neg_sampling_ratio": args.neg_ratio,
+              "shuffle": True}
     if name.startswith("conveyor"):
         from conveyor import LinkNeighborLoader
         pipeline = "serial" if name == "conveyor-serial" else "async"
@@ -69,23 +78,43 @@ def worker(args) -> None:
     """One loader's two epochs, in this process; the figures to --result."""
     import torch
 
-    from conveyor.partition.datasets import load_dataset
     if args.threads:
         torch.set_num_threads(args.threads)
-    graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
-    data = graph.to_data()
+    graph, data = typed_data(args) if args.typed else plain_data(args)
+    edges = data[TYPED_LINKS].edge_index if args.typed else data.edge_index
     g = torch.Generator().manual_seed(args.seed)
-    links = data.edge_index[:, torch.randperm(data.edge_index.size(1), generator=g)[:args.links]]
+    links = edges[:, torch.randperm(edges.size(1), generator=g)[:args.links]]
     loader, how = make_loader(args, args.worker, data, links)
     figures = {"loader": args.worker, "how": how, "torch_threads": torch.get_num_threads(),
                "load_before": os.getloadavg()}
-    figures["epoch1"] = iterate(loader, args.device)
-    figures["epoch2"] = iterate(loader, args.device)
+    epoch = typed_iterate if args.typed else (lambda batches: iterate(batches, args.device))
+    figures["epoch1"] = epoch(loader)
+    figures["epoch2"] = epoch(loader)
     figures["load_after"] = os.getloadavg()
-    figures["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges, "links": int(links.size(1)),
-                        "features": int(graph.x.size(1))}
+    figures["graph"] = {"nodes": graph.num_nodes, "edges": int(data.num_edges), "links": int(links.size(1)),
+                        "features": int(graph.x.size(1)) if graph.x is not None else "per type"}
     getattr(loader, "close", lambda: None)()
     Path(args.result).write_text(json.dumps(figures))
+
+
+def plain_data(args):
+    from conveyor.partition.datasets import load_dataset
+    graph = load_dataset("synthetic", root=args.data_root, scale=args.scale, seed=args.seed)
+    return graph, graph.to_data()
+
+
+def typed_data(args):
+    """synthetic_mag as a HeteroData with its reverse relations, as PyG's mag examples train it."""
+    import torch_geometric.transforms as T
+
+    from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
+    graph = load_synthetic_mag(args.data_root, scale=args.scale)
+    return graph, T.ToUndirected()(graph.to_data())
+
+
+def typed_iterate(loader) -> dict:
+    from benchmarks.hetero import iterate as hetero_iterate
+    return hetero_iterate(loader)
 
 
 def run_worker(args, name: str, result: Path) -> dict:
@@ -93,7 +122,7 @@ def run_worker(args, name: str, result: Path) -> dict:
                "--scale", str(args.scale), "--data-root", args.data_root, "--device", args.device,
                "--batch-size", str(args.batch_size), "--links", str(args.links), "--neg-ratio", str(args.neg_ratio),
                "--fanouts", args.fanouts, "--seed", str(args.seed),
-               *(["--threads", str(args.threads)] if args.threads else [])]
+               *(["--threads", str(args.threads)] if args.threads else []), *(["--typed"] if args.typed else [])]
     subprocess.run(command, check=True, cwd=REPO)
     return json.loads(result.read_text())
 
@@ -125,7 +154,8 @@ def table(results: dict, args) -> str:
     ours, r = results["conveyor"][0], ratios(results)
     g, said = ours["graph"], lambda x: f"**{x['median']:.2f}x** (range {x['min']:.2f}-{x['max']:.2f})"
     return "\n".join([
-        f"# Link loader benchmark: synthetic scale {args.scale} ({g['nodes']} nodes, {g['edges']} edges), "
+        f"# Link loader benchmark: {'synthetic_mag' if args.typed else 'synthetic'} scale {args.scale} "
+        f"({g['nodes']} nodes, {g['edges']} edges{typed_note(args)}), "
         f"{g['links']} links, {args.neg_ratio:g} binary negatives per link, fanouts [{args.fanouts}], batch "
         f"{args.batch_size} links, {args.device}, {args.rounds} interleaved rounds", "",
         "| loader | epoch 1 (start-up incl.) s, median | warm epoch s, median | warm batches/s, median (range) | "
@@ -139,8 +169,12 @@ def table(results: dict, args) -> str:
         f"{ours['torch_threads']}, {platform.machine()}; each loader in its own subprocess, one at a time",
         f"- command: python -m benchmarks.link_loader --scale {args.scale} --fanouts {args.fanouts} "
         f"--batch-size {args.batch_size} --links {args.links} --neg-ratio {args.neg_ratio:g} --device {args.device} "
-        f"--rounds {args.rounds}" + (" --serial" if args.serial else "")
+        f"--rounds {args.rounds}" + (" --serial" if args.serial else "") + (" --typed" if args.typed else "")
         + (f" --threads {args.threads}" if args.threads else "")])
+
+
+def typed_note(args) -> str:
+    return f", a HeteroData with reverse relations, links of {TYPED_LINKS}" if args.typed else ""
 
 
 def run_rounds(args, names: tuple, out: Path) -> None:
@@ -164,7 +198,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.worker:
         return worker(args)
-    out = Path(args.out or REPO / "benchmarks" / "results" / f"link_loader_{args.device}_s{args.scale}.json")
+    kind = "typed_link_loader" if args.typed else "link_loader"
+    out = Path(args.out or REPO / "benchmarks" / "results" / f"{kind}_{args.device}_s{args.scale}.json")
     run_rounds(args, LOADERS + (("conveyor-serial",) if args.serial else ()), out)
 
 

@@ -119,7 +119,8 @@ def sampler_of(sampler, num_neighbors, seed: int, device, options: Options, grap
     to give PyG's subgraph type. A typed graph's `num_neighbors` may be a dict by edge type."""
     fanouts = checked_fanouts(num_neighbors, graph)
     if options.disjoint and options.subgraph_type != "directional":
-        raise ConveyorError(f"disjoint=True is drawn with subgraph_type='directional' only, got "
+        what = "temporal sampling (time_attr, disjoint as PyG's)" if options.time_attr else "disjoint=True"
+        raise ConveyorError(f"{what} is drawn with subgraph_type='directional' only, got "
                             f"{options.subgraph_type!r}; leave one of them out.")
     if options.time_attr is not None:
         return temporal_sampler_of(sampler, fanouts, seed, device, options, graph)

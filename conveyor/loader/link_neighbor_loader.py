@@ -77,11 +77,7 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
                                                              typed=True)
         if negatives is not None:
             negatives.check_room(batch_size)
-        if is_typed(graph):
-            self.links = typed_label_edges(edge_label_index, graph)
-            edges, ends = self.links.edges, (self.links.src_nodes, self.links.dst_nodes)
-        else:
-            edges, ends = label_edges(edge_label_index, data, graph), ((0, graph.num_nodes), (0, graph.num_nodes))
+        edges, ends = self.label_edges(edge_label_index, data, graph)
         check_weights(negatives, ends[0][1], ends[1][1])
         labels = link_labels(edge_label, edges.size(1), negatives)
         times = link_times(taken.get("edge_label_time"), options.time_attr, edges.size(1))
@@ -95,7 +91,8 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         positions = torch.arange(edges.size(1))
         plan = plan_of(positions, batches, seed, EpochPlan(positions, batch_size, seed, bool(shuffle), bool(drop_last)))
         super().__init__(data, graph, layout, parts, plan, options, cache, seed)
-        self.edge_label_index, self.edge_label, self.neg_sampling = edges, labels, negatives
+        self.edge_label_index = edges if self.links is None else edge_label_index  # a typed one as given, as PyG
+        self.edge_label, self.neg_sampling, self.edge_label_time = labels, negatives, times
         self.batch_size, self.shuffle, self.drop_last = batch_size, bool(shuffle), bool(drop_last)
         describe(self, taken, taken.get("sampler"), taken.get("batch_sampler"))
         self.link_sampler = pipeline_sampler(node_sampler, num_neighbors, taken, options.subgraph_type)
@@ -103,6 +100,14 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         self.input_data = EdgeSamplerInput(self.input_id if self.input_id is not None else positions, local[0],
                                            local[1], labels, times,
                                            None if self.links is None else self.links.edge_type)
+
+    def label_edges(self, edge_label_index, data, graph):
+        """The [2, P] links (global ids) and each endpoint's node range (first id, count); a
+        typed graph's links kept as `self.links` (loader/hetero_links.py)."""
+        if not is_typed(graph):
+            return label_edges(edge_label_index, data, graph), ((0, graph.num_nodes), (0, graph.num_nodes))
+        self.links = typed_label_edges(edge_label_index, graph)
+        return self.links.edges, (self.links.src_nodes, self.links.dst_nodes)
 
     def to_data(self, prepared, positions: Tensor):
         """PyG's link batch (LinkLoader.filter_fn): the sliced data, input_id, and the links."""

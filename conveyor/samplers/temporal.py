@@ -193,10 +193,10 @@ class TemporalSampler(DisjointSampler):
             flipped = torch.arange(pos.numel() - 1, -1, -1, device=self.device)
             times = self.times_of(pos).index_select(0, flipped)
             order = flipped.index_select(0, torch.argsort(times, descending=True, stable=True))
-        else:
+            order = order.index_select(0, torch.argsort(row.index_select(0, order), stable=True))
+        else:  # by row, then by a uniform key within it: one sort (row + u, u in [0, 1), is exact in float64)
             key = torch.rand(pos.numel(), generator=self.generator, device=self.device, dtype=torch.float64)
-            order = torch.argsort(key)
-        order = order.index_select(0, torch.argsort(row.index_select(0, order), stable=True))
+            order = torch.argsort(key.add_(row))
         counts = torch.bincount(row, minlength=fanout.numel())
         firsts = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
         rank = torch.arange(pos.numel(), device=self.device) - firsts

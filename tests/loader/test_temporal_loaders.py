@@ -86,7 +86,8 @@ def test_temporal_links_bound_their_subgraphs_and_negatives():
     (dict(input_time=torch.zeros(200)), "'input_time' is set while 'time_attr' is not set"),
     (dict(time_attr="time", input_time=torch.zeros(3)), "one real time per seed"),
     (dict(time_attr="time", temporal_strategy="first"), "uniform, last"),
-    (dict(time_attr="time", subgraph_type="induced"), "directional"),
+    (dict(time_attr="time", subgraph_type="induced"), r"temporal sampling \(time_attr, disjoint as PyG's\) is drawn "
+                                                      "with subgraph_type='directional' only"),
 ])
 def test_bad_temporal_arguments_are_refused_by_name_before_any_work(keywords, words):
     with pytest.raises(ConveyorError, match=words):
