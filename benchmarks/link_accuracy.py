@@ -91,11 +91,11 @@ def variant_lines(report: dict) -> list:
     return ["", *lines] if lines else []
 
 
-def write_doc(doc: Path, text: str) -> None:
-    """docs/accuracy.md with its link section replaced (or added at its end)."""
+def write_doc(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """docs/accuracy.md with its link section (between `begin` and `end`) replaced (or added at its end)."""
     old = doc.read_text() if doc.exists() else ""
-    if BEGIN in old and END in old:
-        old = old[:old.index(BEGIN)] + old[old.index(END) + len(END) + 1:]
+    if begin in old and end in old:
+        old = old[:old.index(begin)] + old[old.index(end) + len(end) + 1:]
     doc.write_text(old.rstrip("\n") + "\n\n" + text)
 
 

@@ -40,7 +40,7 @@ from conveyor.trainer.settings import TASKS
 ONE_RUN = threading.Lock()  # held by the fit() that is training (train_locked)
 KEYWORDS = {"fanouts": "sampler.fanouts", "batch_size": "trainer.batch_size", "epochs": "trainer.epochs",
             "lr": "trainer.lr", "out_dir": "run.out_dir", "device": "run.device", "seed": "run.seed",
-            "fast_dropout": "model.fast_dropout"}
+            "fast_dropout": "model.fast_dropout", "edge_type": "task.edge_type"}
 
 
 def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = None,
@@ -61,8 +61,9 @@ def fit(graph, model=None, *, task: str = "node", loss: Optional[Callable] = Non
         `functools.partial(torch.optim.SGD, lr=0.1)`; default Adam with `trainer.lr`.
     task: "node" (node classification) or "link" (link prediction: the edges split as PyG's
         RandomLinkSplit, the model as the encoder of a dot-product decoder; `task.*` overrides;
-        labels and node splits are not read; `loss` is not taken).
-    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout (see KEYWORDS).
+        labels and node splits are not read; `loss` is not taken). On a HeteroData `edge_type`
+        names the (src, rel, dst) to predict, split with its reverse (docs/usage.md).
+    keywords: fanouts, batch_size, epochs, lr, out_dir, device, seed, fast_dropout, edge_type (see KEYWORDS).
         A given module runs as written: its dropouts draw F.dropout's masks unless
         `fast_dropout=True` asks for conveyor's faster ones (trainer/models/dropout.py).
     overrides: any other key as on the command line, e.g. `["pipeline=serial", "model.hidden=64"]`.
@@ -134,6 +135,6 @@ def keyword_values(keywords: dict) -> dict:
         if name not in KEYWORDS:
             raise ConveyorError(f"fit() has no keyword {name!r}; use one of {', '.join(KEYWORDS)}, or "
                                 f"overrides=['KEY=VALUE'] for any other config key.")
-        values[KEYWORDS[name]] = (list(value) if name == "fanouts" else str(value) if isinstance(value, PurePath)
-                                  else value)
+        values[KEYWORDS[name]] = (list(value) if name in ("fanouts", "edge_type") and value is not None
+                                  else str(value) if isinstance(value, PurePath) else value)
     return values

@@ -88,13 +88,32 @@ def graph_given(given) -> tuple[Graph, str]:
 
 def checked_link_graph(given) -> Graph:
     """`given` for task=link: features and edges; labels and node splits are not read (the
-    edges are split instead)."""
+    edges are split instead). A HeteroData: a typed graph of its types, every x checked."""
+    if type(given).__name__ == "HeteroData":
+        return checked_typed_link_graph(given)
     graph, where = graph_given(given)
     if graph.x is None or graph.num_edges == 0:
         raise ConveyorError(f"task=link learns which node pairs are linked from the features and the edges "
                             f"of {where}, which has {'no x' if graph.x is None else 'no edge'}; give it both.")
     graph.x = graph.x.float()
     graph.num_classes = graph.num_classes or 0
+    return graph
+
+
+def checked_typed_link_graph(data) -> TypedGraph:
+    """A HeteroData for task=link as a typed graph (its labels, if any, are not read)."""
+    from conveyor.loader.hetero import hetero_graph_and_layout
+
+    where = "the HeteroData given to fit()"
+    for node_type, store in data.node_items():
+        if getattr(store, "x", None) is not None:
+            check_given_features(store.x, f"{where} (x of {node_type!r})")
+    graph, _ = hetero_graph_and_layout(data)
+    if graph.num_edges == 0:
+        raise ConveyorError(f"task=link learns which node pairs are linked from the edges of {where}, which has "
+                            f"none; give it the edge type to predict (data['user', 'rates', 'movie'].edge_index).")
+    graph.typed = {k: v.float() if k.startswith("x.") else v for k, v in graph.typed.items()}
+    graph.num_classes = 0
     return graph
 
 

@@ -43,7 +43,10 @@ class DataSettings(Section):
                "institutions, fields, 4 relations plus their reverses; downloaded by ogb into root when online.",
         "synthetic_mag": "An ogbn-mag-shaped typed graph (4 node types, 4 relations plus reverses, skewed degrees, "
                          "learnable labels), generated on first use and cached under root. scale=1.0 has ogbn-mag's "
-                         "sizes."}
+                         "sizes.",
+        "synthetic_movielens": "A MovieLens-shaped typed graph (users, movies with genre and title features, "
+                               "timestamped ratings and their reverse; learnable tastes), generated on first use and "
+                               "cached under root; for task=link. scale=1.0 has ml-latest-small's sizes."}
 
     name: str = setting(REQUIRED, "the dataset (the option chosen in group data); own: the one data._target_ "
                                   "names", text())
@@ -106,6 +109,15 @@ class SyntheticMagData(DataSettings):
     num_features: int = setting(128, "the papers' feature columns (authors 64, institutions 16, fields 32)",
                                 integer(1))
     num_classes: int = setting(20, "planted classes of the papers (their venues), with homophily", integer(2))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticMovieLensData(DataSettings):
+    scale: float = setting(0.1, "users, movies and ratings as a fraction of MovieLens' (ml-latest-small: 610 users, "
+                                "9,742 movies, 100,836 ratings; 0.1: ~10K ratings)", number(0, 4, low_open=True))
+    seed: int = setting(0, "the generator's seed: another seed, another graph (each cached)", integer())
+    num_features: int = setting(404, "the movies' feature columns: 20 genre flags, then a title-embedding stand-in",
+                                integer(21))
 
 
 def data_settings(name, target: Optional[str] = None) -> type:

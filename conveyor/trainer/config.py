@@ -34,9 +34,6 @@ def check_typed(settings: TrainingSettings) -> None:
     if settings.run.world_size > 1:
         raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains in one process for now (its "
                             f"partitions are not typed); set run.world_size=1.")
-    if settings.task.name != "node":
-        raise ConveyorError(f"data={settings.data.name} is a typed graph, which trains task=node only for now; "
-                            f"set task=node (task=link learns on graphs of one node and edge type).")
 
 
 def check_machine(settings: TrainingSettings) -> None:

@@ -35,9 +35,10 @@ class LinkSplit:
     test_links: Tensor
     test_labels: Tensor
     undirected: bool
+    kind: str = ""  # how the links were split, where not at random (a typed graph's: typed_link_split.py)
 
     def describe(self) -> str:
-        kind = "undirected: an edge and its reverse are one link" if self.undirected else "directed"
+        kind = self.kind or ("undirected: an edge and its reverse are one link" if self.undirected else "directed")
         return (f"links {self.train_links.size(1)} train, {int(self.val_labels.sum())} val, "
                 f"{int(self.test_labels.sum())} test (+ as many negatives each), {kind}")
 

@@ -20,7 +20,7 @@ from conveyor.core.targets import load_target
 @dataclass(frozen=True)
 class ModelEntry:
     """`build(model, in_dim, out_dim, num_layers)`: the model on a graph of one node type (None:
-    it trains typed graphs only); `typed_build(model, graph, num_layers)`: on a typed graph (None:
+    it trains typed graphs only); `typed_build(model, graph, num_layers, classes)`: on a typed graph (None:
     none); `degrees`: takes model.gcn_degrees=graph; `reference`: PyG's stock class mode=compare
     trains beside it; `graph_free`: reads no edges (the reference slices its seeds' features)."""
     name: str

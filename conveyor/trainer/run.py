@@ -213,7 +213,8 @@ def run_model(settings: TrainingSettings, graph: Graph, model, link) -> torch.nn
     the encoder of a LinkModel whose output is model.hidden wide."""
     torch.manual_seed(settings.run.seed)
     if model is None and is_typed(graph):  # a typed graph's model: trainer/models/hetero.py
-        model = typed_model(settings.model, graph, len(settings.sampler.fanouts))
+        model = typed_model(settings.model, graph, len(settings.sampler.fanouts),
+                            None if link is None else settings.model.hidden)
     elif model is None:
         out_dim = int(graph.num_classes) if link is None else settings.model.hidden
         model = build_model(settings.model, graph.x.size(1), out_dim, len(settings.sampler.fanouts))
@@ -335,7 +336,8 @@ def evaluate_splits(run: Run, epoch: int) -> dict:
     """Validation and test accuracy and loss (over every rank's nodes), as trainer.inference says
     (trainer/loop/evaluation.py); keeps the best validation epoch."""
     start = time.perf_counter()
-    figures = node_figures(run) if run.link is None else run.link.figures(run)
+    figures = node_figures(run) if run.link is None else run.link.figures(
+        run.model, run.ctx.device, run.precision.autocast, run.settings.trainer.progress and run.ctx.is_main)
     figures["eval_time_s"] = time.perf_counter() - start
     val, test = f"val_{run.metric}", f"test_{run.metric}"
     if val in figures and (run.best[val] is None or figures[val] > run.best[val]):

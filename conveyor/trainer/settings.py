@@ -40,6 +40,7 @@ PRECISIONS = ("auto", "32", "tf32", "bf16-mixed")  # trainer/loop/precision.py
 SCHEDULES = ("none", "cosine", "step", "plateau")  # trainer/loop/schedule.py
 TASKS = ("node", "link")  # node classification (trainer/run.py) | link prediction (trainer/link_task.py)
 DECODERS = ("dot", "mlp")  # trainer/models/decoder.py
+LINK_SPLITS = ("random", "temporal")  # a typed graph's links (trainer/typed_link_split.py)
 OUT_DIR = "runs/${now:%Y-%m-%d_%H-%M-%S}_${data.name}_${model.name}_${run_id:}"  # resolved when composed
 
 
@@ -200,6 +201,17 @@ class TaskSettings(Section):
                                   "(an MLP on their elementwise product, OGB's LinkPredictor)", choice(DECODERS))
     hits_k: int = setting(20, "link: Hits@K, the share of positive val/test links scored above the K-th best "
                               "negative (OGB's)", integer(1, hint="link: K of Hits@K"))
+    recall_k: int = setting(20, "link: Recall@K, each source's share of its held-out links among its K best-scored "
+                                "destinations not yet linked (PyG's LinkPredRecall); 0: not computed",
+                            integer(0, hint="link: K of Recall@K"))
+    edge_type: Optional[list] = setting(None, "link on a typed graph: the edge type to predict, [src, rel, dst] (or "
+                                              "[src, dst]); null: the graph's first", Rule(
+                                                  "a list [src, rel, dst] or [src, dst] of node and relation names",
+                                                  lambda v: isinstance(v, (list, tuple)) and len(v) in (2, 3)
+                                                  and all(isinstance(x, str) for x in v), nullable=True))
+    split: str = setting("random", "link on a typed graph: random (PyG's RandomLinkSplit with the reverse edge type) "
+                                   "| temporal (by the edge type's `time`: train on the past, test on the future)",
+                         choice(LINK_SPLITS))
 
     def check(self) -> None:
         if self.val_ratio + self.test_ratio >= 1:

@@ -16,6 +16,7 @@ from conveyor.partition.datasets import DATASETS, load_configured
 from conveyor.partition.datasets.custom import load_custom
 from conveyor.partition.datasets.synthetic import load_synthetic
 from conveyor.partition.datasets.synthetic_mag import load_synthetic_mag
+from conveyor.partition.datasets.synthetic_movielens import load_synthetic_movielens
 from conveyor.partition.datasets.synthetic_papers import load_synthetic_papers
 from conveyor.partition.settings import DATA_SETTINGS, dataset_options
 from conveyor.settings import Settings
@@ -37,7 +38,7 @@ def settings_classes(cls=Settings):
 
 def test_each_datasets_options_are_what_its_loader_takes():
     loaders = {"synthetic": load_synthetic, "custom": load_custom, "synthetic_mag": load_synthetic_mag,
-               "synthetic_papers": load_synthetic_papers}
+               "synthetic_papers": load_synthetic_papers, "synthetic_movielens": load_synthetic_movielens}
     for name in DATASETS:
         own = set(dataset_options(name))
         if name in loaders:

@@ -260,7 +260,6 @@ def test_rgcn_needs_a_typed_graph_and_a_typed_graph_one_rank_drawn_by_bsp():
     assert "set run.world_size=1" in refusal("data=synthetic_mag", "run.world_size=2")
     assert "does not draw a typed graph; choose a sampler that does (bsp)" in refusal("data=synthetic_mag",
                                                                                      "sampler=fused")
-    assert "trains task=node only" in refusal("data=synthetic_mag", "task=link")
 
 
 def test_synthetic_mag_is_mag_shaped_skewed_and_learnable(data_root):

@@ -15,6 +15,9 @@ Every loader returns a validated `Graph` with `x` float32, `y` int64 (1-D, -1 fo
 - `mag`: ogbn-mag through `ogb` (a typed graph: papers, authors, institutions, fields; mag.py).
 - `synthetic_mag`: an ogbn-mag-shaped typed graph of any size; options `scale`, `seed`,
   `num_features`, `num_classes` (synthetic_mag.py). Typed graphs: partition/hetero.py.
+- `synthetic_movielens`: a MovieLens-shaped typed graph of users, movies and timestamped ratings
+  (the link task's recommender stand-in); options `scale`, `seed`, `num_features`
+  (synthetic_movielens.py).
 - `memory`: a graph handed over in Python (`conveyor.fit(graph_or_data)`); nothing to load.
 """
 from __future__ import annotations
@@ -128,6 +131,8 @@ REGISTRY["memory"] = DatasetEntry("memory", None, root=False)  # a graph given t
 register_dataset("mag", f"{HERE}.mag.load_mag", typed=True)
 register_dataset("synthetic_mag", f"{HERE}.synthetic_mag.load_synthetic_mag", typed=True,
                  settings="conveyor.partition.settings.SyntheticMagData", check=f"{HERE}.synthetic_mag.check_settings")
+register_dataset("synthetic_movielens", f"{HERE}.synthetic_movielens.load_synthetic_movielens", typed=True,
+                 settings="conveyor.partition.settings.SyntheticMovieLensData")
 DATASETS = tuple(REGISTRY)  # the registered names (yours too, once registered)
 
 __all__ = ["DATASETS", "REGISTRY", "DatasetEntry", "check_trainable", "dataset_entry", "load_configured",

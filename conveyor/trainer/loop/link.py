@@ -27,7 +27,7 @@ from conveyor.trainer.loop.epoch import CostSum, non_finite_loss
 from conveyor.trainer.loop.interrupts import raise_if_stop_requested
 from conveyor.trainer.loop.layerwise import layerwise_logits
 from conveyor.trainer.loop.meter import DeviceMeter
-from conveyor.trainer.models.edges import model_edges
+from conveyor.trainer.models.edges import batch_inputs
 
 
 def train_link_epoch(model, optimizer, batches, total: int, progress: bool = True, desc: str = "train",
@@ -40,11 +40,10 @@ def train_link_epoch(model, optimizer, batches, total: int, progress: bool = Tru
     for step, pb in enumerate(bar):
         raise_if_stop_requested()
         t0 = time.perf_counter()
-        extra = {} if degree is None else {"degree": degree[pb.batch.n_id.to(degree.device)]}
         labels = pb.batch.extras["edge_label"].float()
-        with autocast():
-            out = model(pb.x.float(), pb.batch.layers(), pb.batch.extras["edge_label_index"], **extra,
-                        **model_edges(model, pb))
+        with autocast():  # batch_inputs: degrees, edge inputs, and a typed encoder's n_id
+            out = model(pb.x.float(), pb.batch.layers(), pb.batch.extras["edge_label_index"],
+                        **batch_inputs(model, pb, degree))
             loss = F.binary_cross_entropy_with_logits(out.float(), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -70,9 +69,18 @@ def link_scores(model, graph, links: Tensor, batch_size: int, device, autocast=n
     """The scores (logits, on the host) of `links` ([2, P] global ids) from the encoder's exact
     embeddings over `graph` (layer by layer, every in-neighbour) and the decoder."""
     nodes, local = torch.unique(links, return_inverse=True)
+    z = link_embeddings(model, graph, nodes, batch_size, device, autocast, feature_dtype, plan, progress)
+    return model.score(z.to(device), local.to(device)).float().cpu()
+
+
+@torch.no_grad()
+def link_embeddings(model, graph, nodes: Tensor, batch_size: int, device, autocast=nullcontext, feature_dtype=None,
+                    plan=None, progress: bool = False) -> Tensor:
+    """The encoder's exact embeddings (on the host) of `nodes` (sorted global ids) over `graph`,
+    the model left in eval mode for the decoder."""
     z = layerwise_logits(model.encoder, graph, nodes, batch_size, device, autocast, feature_dtype, plan, progress)
     model.eval()
-    return model.score(z.to(device), local.to(device)).float().cpu()
+    return z
 
 
 def roc_auc(scores: Tensor, labels: Tensor) -> float:

@@ -38,12 +38,16 @@ class LinkModel(nn.Module):
     def takes_edge_pos(self) -> bool:  # trainer/models/edges.py: model_edges asks the model it calls
         return getattr(self.encoder, "takes_edge_pos", False)
 
+    @property
+    def takes_n_id(self) -> bool:  # a typed encoder reads the batch's node ids (trainer/models/hetero.py)
+        return getattr(self.encoder, "takes_n_id", False)
+
     def edge_inputs(self) -> tuple:
         return edge_inputs(self.encoder)
 
     def forward(self, x: Tensor, layers, pairs: Tensor, degree: Tensor | None = None, **inputs) -> Tensor:
-        """The scores (logits) of `pairs` ([2, P] local ids of the batch's seeds); `degree` and
-        the edge inputs go to the encoder (model.gcn_degrees=graph, trainer/models/edges.py)."""
+        """The scores (logits) of `pairs` ([2, P] local ids of the batch's seeds); `degree`, the
+        edge inputs and a typed encoder's `n_id` go to the encoder (trainer/models/edges.py)."""
         inputs = inputs if degree is None else {"degree": degree, **inputs}
         return self.score(self.encoder(x, layers, **inputs), pairs)
 

@@ -273,31 +273,33 @@ def wrap_typed(module: nn.Module, graph: TypedGraph, embedding_dim: int = EMBEDD
                         f"{type(module).__name__} whose forward takes neither.")
 
 
-def typed_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
-    """The model `model` (ModelSettings) names, on the typed graph: a built-in as its registry entry
-    builds it (trainer/model_registry.py: rgcn, R-GCN; sage, to_hetero(GraphSAGE)) or a
-    model._target_ BasicGNN made typed by to_hetero."""
+def typed_model(model, graph: TypedGraph, num_layers: int, out_channels: int | None = None) -> nn.Module:
+    """The model `model` (ModelSettings) names, on the typed graph, `out_channels` wide (None: the
+    graph's classes; task=link: model.hidden): a built-in as its registry entry builds it
+    (trainer/model_registry.py: rgcn, R-GCN; sage, to_hetero(GraphSAGE)) or a model._target_
+    BasicGNN made typed by to_hetero."""
+    classes = int(graph.num_classes) if out_channels is None else int(out_channels)
     if model._target_ is None:
-        return model_entry(model.name).builder(typed=True)(model, graph, num_layers)
+        return model_entry(model.name).builder(typed=True)(model, graph, num_layers, classes)
     from conveyor.trainer.models.adapter import instantiate_target
-    return to_hetero_model(instantiate_target(model, -1, int(graph.num_classes), num_layers), graph, model.hidden)
+    return to_hetero_model(instantiate_target(model, -1, classes, num_layers), graph, model.hidden)
 
 
-def rgcn_model(model, graph: TypedGraph, num_layers: int) -> nn.Module:
-    """model=rgcn: R-GCN. A node type without features gets a learned embedding as wide as the
+def rgcn_model(model, graph: TypedGraph, num_layers: int, classes: int) -> nn.Module:
+    """model=rgcn: R-GCN, `classes` wide. A node type without features gets a learned embedding as wide as the
     widest features (OGB's R-GCN: 128, the papers')."""
     schema, widths = graph.schema, feature_widths(graph)
     metadata = (list(schema.node_types), list(schema.edge_types))
     embedding = max(widths.values(), default=model.hidden)
     inputs = {t: widths.get(t, embedding) for t in schema.node_types}
-    return TypedGNN(RGCN(metadata, inputs, model.hidden, int(graph.num_classes), num_layers, model.dropout), schema,
-                    widths, embedding)
+    return TypedGNN(RGCN(metadata, inputs, model.hidden, classes, num_layers, model.dropout), schema, widths,
+                    embedding)
 
 
-def typed_sage(model, graph: TypedGraph, num_layers: int) -> nn.Module:
-    """model=sage on a typed graph: PyG's to_hetero(GraphSAGE)."""
+def typed_sage(model, graph: TypedGraph, num_layers: int, classes: int) -> nn.Module:
+    """model=sage on a typed graph: PyG's to_hetero(GraphSAGE), `classes` wide."""
     from torch_geometric.nn import GraphSAGE
-    gnn = GraphSAGE((-1, -1), model.hidden, num_layers, int(graph.num_classes), dropout=model.dropout)
+    gnn = GraphSAGE((-1, -1), model.hidden, num_layers, classes, dropout=model.dropout)
     return to_hetero_model(gnn, graph, model.hidden)
 
 

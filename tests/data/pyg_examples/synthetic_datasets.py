@@ -1,7 +1,8 @@
 """Put on PYTHONPATH as `sitecustomize.py` by tests/test_ported_examples.py, so that every Python
 process of a ported example's run (the script's and the loader's stage processes alike) has it:
-PyG's `Reddit` and ogb's `PygNodePropPredDataset`, which the examples download, become small
-synthetic datasets of the same shape, patched in as their modules are first imported. The
+PyG's `Reddit`, `MovieLens` and `Taobao` and ogb's `PygNodePropPredDataset`, which the examples
+download, become small synthetic datasets of the same shape (MovieLens and Taobao: conveyor's
+data=synthetic_movielens, below), patched in as their modules are first imported. The
 scripts themselves stay as PyG wrote them.
 
 The graph is a planted partition, the same in every process (a fixed seed): 2,000 nodes in 8
@@ -64,8 +65,52 @@ def pyg_node_prop_pred_dataset(name, root=None, *args, **kwargs):
     return dataset
 
 
-PATCHES = {"torch_geometric.datasets": ("Reddit", reddit),
-           "ogb.nodeproppred": ("PygNodePropPredDataset", pyg_node_prop_pred_dataset)}
+STAND_IN_SCALE = 0.1  # of data=synthetic_movielens: 61 users, 974 movies, ~10K ratings
+
+
+def movielens_graph():
+    """data=synthetic_movielens (conveyor's generator) at STAND_IN_SCALE, seed 0, as a HeteroData."""
+    from conveyor.partition.datasets.synthetic_movielens import generate
+    return generate(STAND_IN_SCALE, 0).to_data()
+
+
+def movielens(root=None, model_name=None, *args, **kwargs):
+    """torch_geometric.datasets.MovieLens(root, model_name): movies with x (genres and a title
+    embedding's 384 columns), users without, ('user', 'rates', 'movie') with edge_label (the
+    rating, int64 as PyG's) and time; no reverse edges (the examples add them)."""
+    from torch_geometric.data import HeteroData
+
+    graph, data = movielens_graph(), HeteroData()
+    rates = ("user", "rates", "movie")
+    data["movie"].x = graph["movie"].x
+    data["user"].num_nodes = graph["user"].num_nodes
+    data[rates].edge_index = graph[rates].edge_index
+    data[rates].edge_label = graph[rates].rating.long()
+    data[rates].time = graph[rates].time
+    return [data]
+
+
+def taobao(root=None, *args, **kwargs):
+    """torch_geometric.datasets.Taobao(root): users, items and categories without features,
+    ('user', 'to', 'item') with time and behavior (0..3), ('item', 'to', 'category'); the
+    synthetic MovieLens' users, movies (items), genres (categories: each movie's first) and
+    ratings (behaviors: the rating's quarter)."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    graph, data = movielens_graph(), HeteroData()
+    rates, movies = graph["user", "rates", "movie"], graph["movie"]
+    data["user"].num_nodes, data["item"].num_nodes = graph["user"].num_nodes, movies.num_nodes
+    data["category"].num_nodes = 20
+    data["user", "to", "item"].edge_index = rates.edge_index
+    data["user", "to", "item"].time = rates.time
+    data["user", "to", "item"].behavior = ((rates.rating - 0.5) / 1.2).long().clamp(0, 3)
+    data["item", "to", "category"].edge_index = torch.stack([torch.arange(movies.num_nodes), movies.y])
+    return [data]
+
+
+PATCHES = {"torch_geometric.datasets": {"Reddit": reddit, "MovieLens": movielens, "Taobao": taobao},
+           "ogb.nodeproppred": {"PygNodePropPredDataset": pyg_node_prop_pred_dataset}}
 
 
 class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -89,8 +134,8 @@ class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         self.inner[module.__name__].exec_module(module)
-        attribute, replacement = PATCHES[module.__name__]
-        setattr(module, attribute, replacement)
+        for attribute, replacement in PATCHES[module.__name__].items():
+            setattr(module, attribute, replacement)
 
 
 sys.meta_path.insert(0, PatchOnImport())
