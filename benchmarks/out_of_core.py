@@ -57,6 +57,8 @@ def parse_args(argv=None):
     p.add_argument("--data-root", default=os.environ.get("CONVEYOR_DATA_ROOT", "/work/data"))
     p.add_argument("--data", default="synthetic_papers", help="the dataset (a mapped one: its .npy files)")
     p.add_argument("--batches", type=int, default=300)
+    p.add_argument("--pyg-batches", type=int, default=None,
+                   help="the PyG rows' batch count (default --batches): fewer where its batches are slow")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--rows", default=",".join(ROWS))
     p.add_argument("--cgroup", default="16GiB", help="the memory limit of the out-of-core rows")
@@ -209,8 +211,9 @@ def run_row(args, row: str, limit: int) -> dict:
     scale = args.scale if row == "conveyor-ooc" else args.in_memory_scale if row.endswith("-mem") else (
         args.pyg_scale or args.scale)
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
+        batches = args.pyg_batches if row.startswith("pyg") and args.pyg_batches else args.batches
         command = [sys.executable, "-m", "benchmarks.out_of_core", "--worker", row, "--worker-scale", str(scale),
-                   "--result", result.name, "--batches", str(args.batches), "--data-root", args.data_root,
+                   "--result", result.name, "--batches", str(batches), "--data-root", args.data_root,
                    "--data", args.data, "--host-capacity", args.host_capacity,
                    "--pipeline", args.pipeline, "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
         load = os.getloadavg()[0]
@@ -225,9 +228,12 @@ def run_row(args, row: str, limit: int) -> dict:
 
 def trace_optimal(args, host_nodes: int) -> dict:
     """The same batches as conveyor-ooc's (its seed, plan and sampler), re-sampled here: the share
-    of their rows the `host_nodes` rows they read most would serve (the best static cache)."""
+    of their rows that a cache of `host_nodes` rows would serve at best, static (the rows they read
+    most) and dynamic (Belady's MIN, warm: `cache/optimum.py`)."""
+    import numpy as np
     import torch
 
+    from conveyor.cache.optimum import belady_hits, static_optimum_hits
     from conveyor.config import load_settings
     from conveyor.partition.datasets import load_configured
     from conveyor.pipeline.batch import reseed
@@ -238,14 +244,13 @@ def trace_optimal(args, host_nodes: int) -> dict:
     sampler = SamplerSpec.of(settings.sampler, args.seed, "cpu").build(graph, torch.device("cpu"))
     plan = EpochPlan(graph.train_idx, 1024, args.seed)
     reseed(sampler, plan.sampler_seed(1))
-    counts = torch.zeros(graph.num_nodes, dtype=torch.int32)
-    for positions in plan.positions(1)[:args.batches]:
-        n_id = sampler.sample(graph.train_idx[positions]).n_id
-        counts.index_add_(0, n_id, torch.ones_like(n_id, dtype=torch.int32))
-    total = int(counts.sum(dtype=torch.int64))
-    best = int(torch.topk(counts, min(host_nodes, graph.num_nodes)).values.sum(dtype=torch.int64)) if host_nodes else 0
-    return {"rows_read": total, "distinct_rows": int((counts > 0).sum()), "host_nodes": host_nodes,
-            "optimal_static_hit_ratio": best / max(total, 1)}
+    trace = [sampler.sample(graph.train_idx[positions]).n_id.numpy().astype(np.int64)
+             for positions in plan.positions(1)[:args.batches]]
+    total = sum(len(b) for b in trace)
+    belady = int(belady_hits(trace, host_nodes).sum())
+    return {"rows_read": total, "distinct_rows": len(np.unique(np.concatenate(trace))), "host_nodes": host_nodes,
+            "optimal_static_hit_ratio": static_optimum_hits(trace, host_nodes) / max(total, 1),
+            "belady_hit_ratio": belady / max(total, 1)}
 
 
 def disk_bandwidth(path: Path, threads: int, seconds: float = 5.0, block: int = 4096) -> dict:
@@ -351,10 +356,13 @@ def report(result: dict) -> str:
     a = result["args"]
     parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
              f"each out-of-core row in a {a['cgroup']} memory cgroup, each -mem row in "
-             f"{a.get('mem_cgroup') or a['cgroup']}; PyG's loader with 1 worker", "",
+             f"{a.get('mem_cgroup') or a['cgroup']}; PyG's loader with 1 worker"
+             + (f", {a['pyg_batches']} batches" if a.get("pyg_batches") else ""), "",
              f"Command: `python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale "
-             f"{a['in_memory_scale']} --batches {a['batches']} --rounds {a['rounds']} --pipeline {a['pipeline']} "
-             f"--cgroup {a['cgroup']} --mem-cgroup {a.get('mem_cgroup') or a['cgroup']} "
+             f"{a['in_memory_scale']} --batches {a['batches']}"
+             + (f" --pyg-batches {a['pyg_batches']}" if a.get("pyg_batches") else "")
+             + f" --rounds {a['rounds']} --pipeline {a['pipeline']} --cgroup {a['cgroup']} "
+             f"--mem-cgroup {a.get('mem_cgroup') or a['cgroup']} "
              f"--host-capacity {a['host_capacity']} --rows {a['rows']}`; "
              f"median (range) over {a['rounds']} interleaved rounds; load (1 min) before the runs: "
              f"{median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
@@ -365,6 +373,10 @@ def report(result: dict) -> str:
         parts.append(f"Trace-optimal static cache of the host tier's {o['host_nodes']:,} rows on the same batches: "
                      f"{o['optimal_static_hit_ratio']:.3f} of {o['rows_read']:,} rows read ({o['distinct_rows']:,} "
                      f"distinct); the degree-ordered host tier served the share in the table.")
+        if "belady_hit_ratio" in o:
+            parts.append(f"Belady's dynamic optimum (MIN, warm) with room for the same {o['host_nodes']:,} rows: "
+                         f"{o['belady_hit_ratio']:.3f}; the host tier and the look-ahead window together served "
+                         f"host + prefetched.")
     for d in result.get("disk", []):
         parts.append(f"Disk, O_DIRECT random 4 KiB reads, {d['threads']} thread(s): {d['iops']:,.0f} IOPS, "
                      f"{d['bytes_per_s'] / 1e6:,.1f} MB/s.")
