@@ -65,6 +65,8 @@ def parse_args(argv=None):
     p.add_argument("--mem-cgroup", default=None,
                    help="the memory limit of the -mem rows (default --cgroup); give the same --in-memory-scale "
                         "as --scale and a limit above its files for the same graph served from memory")
+    p.add_argument("--pyg-cgroup", default=None,
+                   help="the memory limit of pyg-ooc (default --cgroup): its int64 copy of the indices needs more")
     p.add_argument("--pipeline", default="async", choices=("async", "serial"))
     p.add_argument("--io-threads", type=int, default=4)
     p.add_argument("--host-capacity", default="auto", help="cache.host_capacity of the conveyor rows")
@@ -332,10 +334,12 @@ def main(argv=None) -> None:
     from conveyor.cache.options import parse_bytes
     limit, rows = parse_bytes(args.cgroup, "--cgroup"), args.rows.split(",")
     mem_limit = parse_bytes(args.mem_cgroup or args.cgroup, "--mem-cgroup")
+    pyg_limit = parse_bytes(args.pyg_cgroup or args.cgroup, "--pyg-cgroup")
     runs = []
     for round_ in range(args.rounds):
         for row in rows[round_ % len(rows):] + rows[:round_ % len(rows)]:
-            runs.append({"round": round_, **run_row(args, row, mem_limit if row.endswith("-mem") else limit)})
+            row_limit = mem_limit if row.endswith("-mem") else pyg_limit if row == "pyg-ooc" else limit
+            runs.append({"round": round_, **run_row(args, row, row_limit)})
     result = {"args": vars(args), "limit_bytes": limit, "runs": runs, "rows": summarise(runs)}
     ooc = [r for r in runs if r["row"] == "conveyor-ooc" and r["rc"] == 0]
     if ooc:
@@ -346,28 +350,37 @@ def main(argv=None) -> None:
     mem = result["rows"].get("conveyor-mem", {}).get("batches_per_s")
     if ooc and mem:
         result["ooc_over_in_memory"] = statistics.median(r["batches_per_s"] for r in ooc) / statistics.median(mem)
+    pyg = [r["batches_per_s"] for r in runs if r["row"] == "pyg-ooc" and r["rc"] == 0]
+    if ooc and pyg:
+        result["ooc_over_pyg_ooc"] = statistics.median(r["batches_per_s"] for r in ooc) / statistics.median(pyg)
     out = Path(args.out or REPO / "benchmarks" / "results" / f"out_of_core_s{args.scale:g}.json")
     out.write_text(json.dumps(result, indent=1))
     out.with_suffix(".md").write_text(report(result))
     print(report(result))
 
 
+def command_line(a: dict) -> str:
+    """The command that made a result, from its recorded arguments."""
+    optional = [f"--{name.replace('_', '-')} {a[name]}" for name in ("pyg_batches", "pyg_cgroup") if a.get(name)]
+    return " ".join([f"python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale {a['in_memory_scale']}",
+                     f"--batches {a['batches']}", *optional[:1], f"--rounds {a['rounds']} --pipeline {a['pipeline']}",
+                     f"--cgroup {a['cgroup']} --mem-cgroup {a.get('mem_cgroup') or a['cgroup']}", *optional[1:],
+                     f"--host-capacity {a['host_capacity']} --rows {a['rows']}"])
+
+
 def report(result: dict) -> str:
     a = result["args"]
+    pyg = (f", pyg-ooc in {a['pyg_cgroup']}" if a.get("pyg_cgroup") else "") + "; PyG's loader with 1 worker" + (
+        f", {a['pyg_batches']} batches" if a.get("pyg_batches") else "")
     parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
              f"each out-of-core row in a {a['cgroup']} memory cgroup, each -mem row in "
-             f"{a.get('mem_cgroup') or a['cgroup']}; PyG's loader with 1 worker"
-             + (f", {a['pyg_batches']} batches" if a.get("pyg_batches") else ""), "",
-             f"Command: `python -m benchmarks.out_of_core --scale {a['scale']} --in-memory-scale "
-             f"{a['in_memory_scale']} --batches {a['batches']}"
-             + (f" --pyg-batches {a['pyg_batches']}" if a.get("pyg_batches") else "")
-             + f" --rounds {a['rounds']} --pipeline {a['pipeline']} --cgroup {a['cgroup']} "
-             f"--mem-cgroup {a.get('mem_cgroup') or a['cgroup']} "
-             f"--host-capacity {a['host_capacity']} --rows {a['rows']}`; "
-             f"median (range) over {a['rounds']} interleaved rounds; load (1 min) before the runs: "
-             f"{median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
+             f"{a.get('mem_cgroup') or a['cgroup']}{pyg}", "",
+             f"Command: `{command_line(a)}`; median (range) over {a['rounds']} interleaved rounds; load (1 min) "
+             f"before the runs: {median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
     if "ooc_over_in_memory" in result:
         parts.append(f"Out-of-core over in-memory batches/s: {result['ooc_over_in_memory']:.2f} (goal >= 0.5).")
+    if "ooc_over_pyg_ooc" in result:
+        parts.append(f"conveyor-ooc over pyg-ooc batches/s: {result['ooc_over_pyg_ooc']:.2f} (goal >= 2).")
     if "optimal" in result:
         o = result["optimal"]
         parts.append(f"Trace-optimal static cache of the host tier's {o['host_nodes']:,} rows on the same batches: "
