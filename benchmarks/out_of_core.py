@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ROWS = ("conveyor-ooc", "conveyor-mem", "pyg-ooc", "pyg-mem")
+ROWS = ("conveyor-ooc", "conveyor-ooc-async", "conveyor-mem", "pyg-ooc", "pyg-mem")
 FANOUTS = [15, 10, 5]
 
 
@@ -95,7 +95,8 @@ def conveyor_worker(args, scale: float) -> dict:
     from conveyor.config import load_settings
     from conveyor.trainer.context import LocalContext
     from conveyor.trainer.run import start_run, train_one_epoch
-    with tempfile.TemporaryDirectory() as out:
+    # (TensorBoard's writer thread may still append as the folder goes: its error is not the row's)
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as out:
         settings = load_settings(overrides(args, scale, out))
         start = time.perf_counter()
         run = start_run(settings, LocalContext(settings))
@@ -178,6 +179,13 @@ def anonymous_bytes(group: Path) -> int:
     return int(stat.get("total_rss", 0)) + int(stat.get("total_shmem", 0))
 
 
+def join(group: Path) -> None:
+    """Enter the child cgroup; and be the first process the kernel's OOM killer takes should the
+    shared machine (not only the cgroup) run out, never someone else's."""
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    Path("/proc/self/oom_score_adj").write_text("1000")
+
+
 def in_cgroup(command: list, limit: int, timeout: float) -> dict:
     """Run `command` in a new child memory cgroup limited to `limit` bytes; its exit code, output
     tail, peak anonymous memory and whether the cgroup's OOM killer acted."""
@@ -185,7 +193,7 @@ def in_cgroup(command: list, limit: int, timeout: float) -> dict:
     group.mkdir()
     try:
         (group / "memory.limit_in_bytes").write_text(str(limit))
-        enter = lambda: (group / "cgroup.procs").write_text(str(os.getpid()))  # noqa: E731
+        enter = lambda: join(group)  # noqa: E731
         peak, done = [0], threading.Event()
 
         def poll():
@@ -209,15 +217,21 @@ def in_cgroup(command: list, limit: int, timeout: float) -> dict:
                 time.sleep(0.1)
 
 
+def row_scale(args, row: str) -> float:
+    if row.startswith("conveyor-ooc"):
+        return args.scale
+    return args.in_memory_scale if row.endswith("-mem") else args.pyg_scale or args.scale
+
+
 def run_row(args, row: str, limit: int) -> dict:
-    scale = args.scale if row == "conveyor-ooc" else args.in_memory_scale if row.endswith("-mem") else (
-        args.pyg_scale or args.scale)
+    scale = row_scale(args, row)
     with tempfile.NamedTemporaryFile(suffix=".json") as result:
         batches = args.pyg_batches if row.startswith("pyg") and args.pyg_batches else args.batches
         command = [sys.executable, "-m", "benchmarks.out_of_core", "--worker", row, "--worker-scale", str(scale),
                    "--result", result.name, "--batches", str(batches), "--data-root", args.data_root,
                    "--data", args.data, "--host-capacity", args.host_capacity,
-                   "--pipeline", args.pipeline, "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
+                   "--pipeline", "async" if row.endswith("-async") else args.pipeline,
+                   "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
         load = os.getloadavg()[0]
         outcome = in_cgroup(command, limit, timeout=3600)
         figures = json.loads(Path(result.name).read_text() or "{}") if outcome["rc"] == 0 else {}
@@ -296,7 +310,7 @@ def summarise(runs: list) -> dict:
         ok = [r for r in mine if r["rc"] == 0]
         rows[row] = {"scale": mine[0]["scale"], "runs": len(mine), "ok": len(ok),
                      "batches_per_s": [r["batches_per_s"] for r in ok],
-                     "peak_anon_gib": [r["peak_anon_bytes"] / 2**30 for r in mine],
+                     "peak_anon_gib": [r["peak_anon_bytes"] / 2**30 for r in mine if r["rc"] is not None],
                      "tiers": {k: [r.get(k) for r in ok] for k in ("device_hit_ratio", "host_hit_ratio",
                                                                    "window_hit_ratio", "disk_ratio")},
                      "disk_bytes_per_s": [r["disk_bytes"] / r["epoch_time_s"] for r in ok if "disk_bytes" in r],
@@ -332,31 +346,66 @@ def main(argv=None) -> None:
     if args.worker:
         return run_worker(args)
     from conveyor.cache.options import parse_bytes
-    limit, rows = parse_bytes(args.cgroup, "--cgroup"), args.rows.split(",")
-    mem_limit = parse_bytes(args.mem_cgroup or args.cgroup, "--mem-cgroup")
-    pyg_limit = parse_bytes(args.pyg_cgroup or args.cgroup, "--pyg-cgroup")
-    runs = []
+    rows = args.rows.split(",")
+    limits = {"ooc": parse_bytes(args.cgroup, "--cgroup"), "mem": parse_bytes(args.mem_cgroup or args.cgroup,
+                                                                               "--mem-cgroup"),
+              "pyg": parse_bytes(args.pyg_cgroup or args.cgroup, "--pyg-cgroup")}
+    result = {"args": vars(args), "limit_bytes": limits["ooc"], "runs": []}
     for round_ in range(args.rounds):
         for row in rows[round_ % len(rows):] + rows[:round_ % len(rows)]:
-            row_limit = mem_limit if row.endswith("-mem") else pyg_limit if row == "pyg-ooc" else limit
-            runs.append({"round": round_, **run_row(args, row, row_limit)})
-    result = {"args": vars(args), "limit_bytes": limit, "runs": runs, "rows": summarise(runs)}
-    ooc = [r for r in runs if r["row"] == "conveyor-ooc" and r["rc"] == 0]
-    if ooc:
-        folder = dataset_folder(args, args.scale)
-        result["disk"] = [disk_bandwidth(folder / "x.npy", t) for t in (1, args.io_threads)]
-        result["optimal"] = trace_optimal(args, ooc[0]["host_nodes"])
-        result["files_bytes"] = sum(f.stat().st_size for f in folder.iterdir())
-    mem = result["rows"].get("conveyor-mem", {}).get("batches_per_s")
-    if ooc and mem:
-        result["ooc_over_in_memory"] = statistics.median(r["batches_per_s"] for r in ooc) / statistics.median(mem)
-    pyg = [r["batches_per_s"] for r in runs if r["row"] == "pyg-ooc" and r["rc"] == 0]
-    if ooc and pyg:
-        result["ooc_over_pyg_ooc"] = statistics.median(r["batches_per_s"] for r in ooc) / statistics.median(pyg)
+            limit = limits["mem" if row.endswith("-mem") else "pyg" if row == "pyg-ooc" else "ooc"]
+            run = run_row(args, row, limit) if room_for(row, limit) else skipped(args, row, limit)
+            result["runs"].append({"round": round_, **run})
+            if row == "conveyor-ooc" and run["rc"] == 0 and "optimal" not in result:
+                result.update(offline_figures(args, run["host_nodes"]))
+            write(args, result)  # after every row: a run stopped early keeps what it measured
+    print(report(result))
+
+
+def room_for(row: str, limit: int, wait_s: float = 900) -> bool:
+    """Whether the machine (shared) has `limit` bytes available for a row that may take them all
+    (pyg-ooc's int64 copy of the indices): waits up to `wait_s` for it, then gives the row up
+    rather than push other people's processes into the kernel's OOM killer."""
+    import psutil
+    if not row.startswith("pyg"):
+        return True
+    end = time.monotonic() + wait_s
+    while psutil.virtual_memory().available < limit + 2**30:
+        if time.monotonic() > end:
+            return False
+        time.sleep(10)
+    return True
+
+
+def skipped(args, row: str, limit: int) -> dict:
+    import psutil
+    said = (f"not run: the shared machine had {psutil.virtual_memory().available / 2**30:.1f} GiB available, "
+            f"under the row's {limit / 2**30:.0f} GiB limit and a GiB to spare, for 15 minutes")
+    print(f"{row}: {said}", flush=True)
+    return {"row": row, "scale": row_scale(args, row), "load_1min": os.getloadavg()[0], "rc": None, "tail": said,
+            "peak_anon_bytes": 0, "max_usage_bytes": 0, "oom_killed": False}
+
+
+def offline_figures(args, host_nodes: int) -> dict:
+    """The disk's own random-read rate, the trace's optima, the files' size (after the first
+    conveyor-ooc row, whose host tier sets the optima's capacity)."""
+    folder = dataset_folder(args, args.scale)
+    return {"disk": [disk_bandwidth(folder / "x.npy", t) for t in (1, args.io_threads)],
+            "optimal": trace_optimal(args, host_nodes),
+            "files_bytes": sum(f.stat().st_size for f in folder.iterdir())}
+
+
+def write(args, result: dict) -> None:
+    runs = result["runs"]
+    result["rows"] = summarise(runs)
+    speed = {row: [r["batches_per_s"] for r in runs if r["row"] == row and r["rc"] == 0]
+             for row in ("conveyor-ooc", "conveyor-mem", "pyg-ooc")}
+    for key, over in (("ooc_over_in_memory", "conveyor-mem"), ("ooc_over_pyg_ooc", "pyg-ooc")):
+        if speed["conveyor-ooc"] and speed[over]:
+            result[key] = statistics.median(speed["conveyor-ooc"]) / statistics.median(speed[over])
     out = Path(args.out or REPO / "benchmarks" / "results" / f"out_of_core_s{args.scale:g}.json")
     out.write_text(json.dumps(result, indent=1))
     out.with_suffix(".md").write_text(report(result))
-    print(report(result))
 
 
 def command_line(a: dict) -> str:
