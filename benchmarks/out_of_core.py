@@ -179,21 +179,23 @@ def anonymous_bytes(group: Path) -> int:
     return int(stat.get("total_rss", 0)) + int(stat.get("total_shmem", 0))
 
 
-def join(group: Path) -> None:
-    """Enter the child cgroup; and be the first process the kernel's OOM killer takes should the
-    shared machine (not only the cgroup) run out, never someone else's."""
+def join(group: Path, first_to_kill: bool) -> None:
+    """Enter the child cgroup; `first_to_kill`: be the first process the kernel's OOM killer takes
+    should the shared machine (not only the cgroup) run out, never someone else's (a row that may
+    take most of the machine: pyg-ooc's int64 indices)."""
     (group / "cgroup.procs").write_text(str(os.getpid()))
-    Path("/proc/self/oom_score_adj").write_text("1000")
+    if first_to_kill:
+        Path("/proc/self/oom_score_adj").write_text("1000")
 
 
-def in_cgroup(command: list, limit: int, timeout: float) -> dict:
+def in_cgroup(command: list, limit: int, timeout: float, first_to_kill: bool = False) -> dict:
     """Run `command` in a new child memory cgroup limited to `limit` bytes; its exit code, output
     tail, peak anonymous memory and whether the cgroup's OOM killer acted."""
     group = own_cgroup() / f"conveyor-bench-{os.getpid()}-{time.monotonic_ns()}"
     group.mkdir()
     try:
         (group / "memory.limit_in_bytes").write_text(str(limit))
-        enter = lambda: join(group)  # noqa: E731
+        enter = lambda: join(group, first_to_kill)  # noqa: E731
         peak, done = [0], threading.Event()
 
         def poll():
@@ -233,7 +235,7 @@ def run_row(args, row: str, limit: int) -> dict:
                    "--pipeline", "async" if row.endswith("-async") else args.pipeline,
                    "--io-threads", str(args.io_threads), "--seed", str(args.seed)]
         load = os.getloadavg()[0]
-        outcome = in_cgroup(command, limit, timeout=3600)
+        outcome = in_cgroup(command, limit, timeout=3600, first_to_kill=row.startswith("pyg"))
         figures = json.loads(Path(result.name).read_text() or "{}") if outcome["rc"] == 0 else {}
     print(f"{row} s{scale}: rc {outcome['rc']}, {figures.get('batches_per_s', 0):.2f} batches/s, peak anon "
           f"{outcome['peak_anon_bytes'] / 2**30:.2f} GiB", flush=True)
