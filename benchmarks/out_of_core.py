@@ -72,6 +72,10 @@ def parse_args(argv=None):
     p.add_argument("--host-capacity", default="auto", help="cache.host_capacity of the conveyor rows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None)
+    p.add_argument("--trace", default=None,
+                   help="an .npz of conveyor-ooc's batches' n_id: read if it exists, else written once sampled")
+    p.add_argument("--record-trace", action="store_true",
+                   help="only sample conveyor-ooc's batches into --trace (run beside the rows to save time)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--result", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker-scale", type=float, default=None, help=argparse.SUPPRESS)
@@ -262,8 +266,17 @@ def trace_optimal(args, host_nodes: int) -> dict:
     sampler = SamplerSpec.of(settings.sampler, args.seed, "cpu").build(graph, torch.device("cpu"))
     plan = EpochPlan(graph.train_idx, 1024, args.seed)
     reseed(sampler, plan.sampler_seed(1))
-    trace = [sampler.sample(graph.train_idx[positions]).n_id.numpy().astype(np.int64)
-             for positions in plan.positions(1)[:args.batches]]
+    saved = Path(args.trace) if args.trace else None
+    if saved is not None and saved.exists():  # recorded beforehand (`--record-trace`), the same batches
+        with np.load(saved) as arrays:
+            trace = [arrays[f"b{i}"] for i in range(min(args.batches, len(arrays.files)))]
+    else:
+        trace = [sampler.sample(graph.train_idx[positions]).n_id.numpy().astype(np.int64)
+                 for positions in plan.positions(1)[:args.batches]]
+        if saved is not None:
+            part = saved.with_name(f"{saved.stem}.{os.getpid()}.part.npz")
+            np.savez(part, **{f"b{i}": b for i, b in enumerate(trace)})
+            part.rename(saved)
     total = sum(len(b) for b in trace)
     belady = int(belady_hits(trace, host_nodes).sum())
     return {"rows_read": total, "distinct_rows": len(np.unique(np.concatenate(trace))), "host_nodes": host_nodes,
@@ -347,6 +360,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.worker:
         return run_worker(args)
+    if args.record_trace:
+        return print(trace_optimal(args, 0))
     from conveyor.cache.options import parse_bytes
     rows = args.rows.split(",")
     limits = {"ooc": parse_bytes(args.cgroup, "--cgroup"), "mem": parse_bytes(args.mem_cgroup or args.cgroup,
@@ -358,9 +373,10 @@ def main(argv=None) -> None:
             limit = limits["mem" if row.endswith("-mem") else "pyg" if row == "pyg-ooc" else "ooc"]
             run = run_row(args, row, limit) if room_for(row, limit) else skipped(args, row, limit)
             result["runs"].append({"round": round_, **run})
+            write(args, result)  # after every row: a run stopped early keeps what it measured
             if row == "conveyor-ooc" and run["rc"] == 0 and "optimal" not in result:
                 result.update(offline_figures(args, run["host_nodes"]))
-            write(args, result)  # after every row: a run stopped early keeps what it measured
+                write(args, result)
     print(report(result))
 
 
