@@ -125,16 +125,27 @@ def measure(root: Path, fraction: float, limit: int, keep: bool) -> dict:
             shutil.rmtree(base, ignore_errors=True)
 
 
+PER_NODE = 16  # bytes a node the converter holds at most: its int64 array, and a second one while counting
+
+
 def extrapolate(results: list) -> dict:
-    """Peak anonymous memory as a + b x nodes through the measured fractions, at the full size."""
-    if len(results) < 2:
+    """Peak anonymous memory at the full size: with two fractions or more, a straight line (fixed
+    chunk buffers + bytes a node) through them; with one, its peak plus PER_NODE bytes for every
+    node more (the chunk buffers are fixed once a fraction has a whole chunk of citations)."""
+    if not results:
         return {}
+    if len(results) == 1:
+        r = results[0]
+        return {"method": f"the measured peak + {PER_NODE} bytes a node more (the converter's node-sized arrays)",
+                "fixed_bytes": r["peak_anon_bytes"] - PER_NODE * r["num_nodes"], "bytes_per_node": PER_NODE,
+                "full_peak_anon_bytes": r["peak_anon_bytes"] + PER_NODE * (NODES - r["num_nodes"]),
+                "full_convert_seconds": r["convert_seconds"] * EDGES / r["citations"]}
     x = np.array([r["num_nodes"] for r in results], dtype=float)
     y = np.array([r["peak_anon_bytes"] for r in results], dtype=float)
     b, a = np.polyfit(x, y, 1)
     seconds = np.polyfit([r["citations"] for r in results], [r["convert_seconds"] for r in results], 1)
-    return {"fixed_bytes": a, "bytes_per_node": b, "full_peak_anon_bytes": a + b * NODES,
-            "full_convert_seconds": float(np.polyval(seconds, EDGES))}
+    return {"method": "a straight line through the measured peaks", "fixed_bytes": a, "bytes_per_node": b,
+            "full_peak_anon_bytes": a + b * NODES, "full_convert_seconds": float(np.polyval(seconds, EDGES))}
 
 
 def markdown(r: dict) -> str:
@@ -145,10 +156,10 @@ def markdown(r: dict) -> str:
         f"{gib(m['cgroup_max_usage_bytes'])} | {gib(m['peak_rss_bytes'])} | {gib(m['converter_bound_bytes'])} | "
         f"{m['load_average'][0]:.1f}-{m['load_average'][1]:.1f} |" for m in r["runs"])
     x = r.get("extrapolated", {})
-    line = (f"\nExtrapolated to ogbn-papers100M (111,059,956 nodes, 1,615,685,872 citations), a straight line through "
-            f"the measured peaks: {gib(x['fixed_bytes'])} fixed + {x['bytes_per_node']:.1f} bytes a node = "
-            f"**{gib(x['full_peak_anon_bytes'])}** of anonymous memory (bound 6 GiB); conversion time, a line through "
-            f"the citations, ~{x['full_convert_seconds'] / 3600:.1f} h on this machine at this load.\n" if x else "")
+    line = (f"\nExtrapolated to ogbn-papers100M (111,059,956 nodes, 1,615,685,872 citations), {x['method']}: "
+            f"{gib(x['fixed_bytes'])} fixed + {x['bytes_per_node']:.1f} bytes a node = "
+            f"**{gib(x['full_peak_anon_bytes'])}** of anonymous memory (bound 6 GiB); conversion time, linear in the "
+            f"citations, ~{x['full_convert_seconds'] / 3600:.1f} h on this machine at this load.\n" if x else "")
     return (f"# data=papers100m: converting OGB's raw files (a fake archive in the real layout), measured\n\n"
             f"`{r['command']}`; each conversion in a {r['cgroup']} memory cgroup under /usr/bin/time -v; "
             f"{r['cores']} shared cores.\n\n"
