@@ -435,6 +435,13 @@ def command_line(a: dict) -> str:
                      f"--host-capacity {a['host_capacity']} --rows {a['rows']}"])
 
 
+def rounds_done(result: dict) -> str:
+    """The rounds whose every row ran, and of how many, if a run was stopped early."""
+    a, runs = result["args"], result["runs"]
+    done = len(runs) // len(a["rows"].split(","))
+    return str(done) if done == a["rounds"] else f"{done} (of {a['rounds']}: stopped early)"
+
+
 def report(result: dict) -> str:
     a = result["args"]
     pyg = (f", pyg-ooc in {a['pyg_cgroup']}" if a.get("pyg_cgroup") else "") + "; PyG's loader with 1 worker" + (
@@ -442,8 +449,9 @@ def report(result: dict) -> str:
     parts = [f"# Out of core: SAGE 3x256 {FANOUTS}, batch 1024, {a['batches']} batches, pipeline={a['pipeline']}, "
              f"each out-of-core row in a {a['cgroup']} memory cgroup, each -mem row in "
              f"{a.get('mem_cgroup') or a['cgroup']}{pyg}", "",
-             f"Command: `{command_line(a)}`; median (range) over {a['rounds']} interleaved rounds; load (1 min) "
-             f"before the runs: {median_range([r['load_1min'] for r in result['runs']])}.", "", table(result), ""]
+             f"Command: `{command_line(a)}`; median (range) over {rounds_done(result)} interleaved rounds; "
+             f"load (1 min) before the runs: {median_range([r['load_1min'] for r in result['runs']])}.", "",
+             table(result), ""]
     if "ooc_over_in_memory" in result:
         parts.append(f"Out-of-core over in-memory batches/s: {result['ooc_over_in_memory']:.2f} (goal >= 0.5).")
     if "ooc_over_pyg_ooc" in result:
