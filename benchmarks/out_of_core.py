@@ -10,6 +10,7 @@ Rows, each run in its own process inside a child memory cgroup (v1, under this p
   pipeline `--pipeline`; the cache as its defaults choose it (cache.host_capacity=auto: a host
   tier where the features do not fit). The epoch's figures: batches/s, the share of rows each tier
   served, bytes read from disk.
+- `conveyor-ooc-async`: the same as conveyor-ooc with `pipeline=async`, whatever `--pipeline`.
 - `conveyor-mem`: the same at `--in-memory-scale`, whose files fit (auto: no host tier).
 - `pyg-ooc`, `pyg-mem`: PyG's `NeighborLoader` the documented way on the same files: `x` an
   np.memmap (torch.from_numpy), the CSC as a `SparseTensor` over the mapped `indptr` and the
@@ -17,10 +18,15 @@ Rows, each run in its own process inside a child memory cgroup (v1, under this p
   it may not run at a scale), PyG's stock `GraphSAGE`, the same number of batches. A row that
   cannot run says why (its error, or the cgroup's OOM kill).
 Rounds (`--rounds`) are interleaved, each starting one row later; figures are the median and the
-range over rounds. The load average (1 min) is recorded before each run.
+range over rounds, written after every row (a run stopped early keeps what it measured). The load
+average (1 min) is recorded before each run. A pyg row waits (15 min at most) for the shared
+machine to have its cgroup's limit available, else is skipped and said so; its process is the OOM
+killer's first choice should the machine run out all the same.
 
 Also: the trace-optimal static cache (the `optimal` policy: the rows the measured batches read
-most, as many as the host tier held) on the same batches, re-sampled in this process; and the
+most, as many as the host tier held) and Belady's dynamic optimum with the same room
+(`cache/optimum.py`) on the same batches, re-sampled in this process (or read from `--trace`,
+recorded beside the rows by `--record-trace`); and the
 disk's random-read bandwidth (O_DIRECT 4 KiB preads at random offsets of x.npy, `--io-threads`
 threads, 5 s) against what the loader read from disk per second of the epoch.
 
