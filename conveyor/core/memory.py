@@ -5,7 +5,10 @@ message, and on a shared host may end someone else's process).
 On the host: what the kernel can hand out without killing anything (psutil's `available`, the free
 and reclaimable pages, plus free swap), and no more than the memory cgroup (a container's
 `--memory`, a job scheduler's limit) has left: its limit less its usage, plus the page cache it
-may reclaim. On a GPU: the free device memory.
+may reclaim: every clean page of a file, active or not. A memory-mapped file (an out-of-core
+graph's features and CSC) is mapped, not copied: its pages charged to the cgroup are dropped under
+pressure and read again, so they are room, not a need (counting only the inactive ones made a
+small cgroup look full once a run had read its files twice). On a GPU: the free device memory.
 """
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from conveyor.core.errors import ConveyorError
 
 CGROUP = Path("/sys/fs/cgroup")
 UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
+# A cgroup's file pages less the dirty ones and those being written back: what it can drop at once.
+RECLAIMABLE_V1 = {"total_inactive_file": 1, "total_active_file": 1, "total_dirty": -1, "total_writeback": -1}
+RECLAIMABLE_V2 = {"inactive_file": 1, "active_file": 1, "file_dirty": -1, "file_writeback": -1}
 
 
 def host_room() -> int:
@@ -40,8 +46,8 @@ def cgroup_room() -> Optional[int]:
     if line is None:
         return None
     v2, path = line.startswith("0::"), line.split(":", 2)[2].lstrip("/")
-    files = (("memory.max", "memory.current", "inactive_file") if v2 else
-             ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+    files = (("memory.max", "memory.current", RECLAIMABLE_V2) if v2 else
+             ("memory.limit_in_bytes", "memory.usage_in_bytes", RECLAIMABLE_V1))
     for folder in ((CGROUP / path, CGROUP) if v2 else (CGROUP / "memory" / path, CGROUP / "memory")):
         try:
             limit, usage = ((folder / name).read_text().strip() for name in files[:2])
@@ -49,14 +55,16 @@ def cgroup_room() -> Optional[int]:
             continue
         if limit == "max" or int(limit) >= UNLIMITED:
             return None
-        return int(limit) - int(usage) + _stat(folder / "memory.stat", files[2])
+        return int(limit) - int(usage) + reclaimable(folder / "memory.stat", files[2])
     return None
 
 
-def _stat(path: Path, key: str) -> int:
+def reclaimable(path: Path, keys: Dict[str, int]) -> int:
+    """The clean file pages of memory.stat: `keys` (a counter's name, its sign) summed."""
     try:
-        return next(int(line.split()[1]) for line in path.read_text().splitlines() if line.split()[0] == key)
-    except (OSError, StopIteration, IndexError, ValueError):
+        stat = dict(line.split()[:2] for line in path.read_text().splitlines())
+        return max(sum(sign * int(stat.get(key, 0)) for key, sign in keys.items()), 0)
+    except (OSError, ValueError):
         return 0
 
 

@@ -15,6 +15,10 @@ a chunk at a time), so the graph is converted within a few GiB (`convert_bytes`)
 3. per segment of destinations (SEGMENT entries at most), their sources sorted and repeats (and
    the doubled self loops) dropped, written back compacted in place; `indices` is then cut to the
    distinct edges and `indptr` written from the counts.
+One int64 array a node lives through all three (the counts, summed in place into the slots'
+starts, which serve as the scatter's cursors and become `indptr`): 0.9 GB for papers100M, plus
+a transient one while counting, plus fixed chunk buffers (benchmarks/papers100m_convert.py
+measures the peak).
 Features are stored as float16 (28 GB instead of 57 GB; the loader converts per gather), the year
 as int16, labels as int64 with -1 for NaN, the splits as given.
 """
@@ -99,51 +103,70 @@ def edge_chunks(archive: Path) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
 
 
 def count_degrees(archive: Path, n: int) -> np.ndarray:
-    """Each node's in-degree in the symmetrised graph, repeats counted (the counting pass)."""
-    degrees = np.zeros(n, dtype=np.int64)
+    """Each node's in-degree in the symmetrised graph, repeats counted (the counting pass), at
+    [1:] of an array of n + 1 (its cumulative sum, in place, is then the slots' starts)."""
+    degrees = np.zeros(n + 1, dtype=np.int64)
     for src, dst in edge_chunks(archive):
         if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
             raise ConveyorError(f"{archive}'s edge_index holds node ids outside 0..{n - 1} (num_nodes_list "
                                 f"says {n} nodes): the file is damaged. Download and unzip it again.")
-        degrees += np.bincount(dst, minlength=n)
-        degrees += np.bincount(src, minlength=n)
+        degrees[1:] += np.bincount(dst, minlength=n)
+        degrees[1:] += np.bincount(src, minlength=n)
     return degrees
 
 
 def scatter(archive: Path, slots: np.memmap, starts: np.ndarray) -> None:
-    """Write every edge's source (both directions) at its destination's next free slot."""
-    cursor = starts[:-1].copy()
+    """Write every edge's source (both directions) at its destination's next free slot. `starts`
+    serves as the cursors (no second node-sized array): once every edge is placed, entry i holds
+    node i + 1's start, and the array is shifted back."""
+    cursor = starts[:-1]  # a view: advanced in place
     for src, dst in edge_chunks(archive):
         into, value = np.concatenate([dst, src]), np.concatenate([src, dst])
+        del src, dst
         order = np.argsort(into, kind="stable")
         into, value = into[order], value[order]
-        nodes, first, counts = np.unique(into, return_index=True, return_counts=True)
+        del order
+        first = np.flatnonzero(np.concatenate([[True], into[1:] != into[:-1]]))  # runs of one destination
+        counts = np.diff(np.append(first, into.size))
         rank = np.arange(into.size) - np.repeat(first, counts)
         slots[cursor[into] + rank] = value
-        cursor[nodes] += counts
+        cursor[into[first]] += counts
+    shift_right(starts)
+
+
+def shift_right(starts: np.ndarray) -> None:
+    """starts[1:] = starts[:-1] and starts[0] = 0, a chunk at a time from the end (numpy would
+    copy the whole overlapping source first)."""
+    for stop in range(starts.size - 1, 0, -CHUNK):
+        begin = max(stop - CHUNK, 0)
+        starts[begin + 1:stop + 1] = starts[begin:stop]
+    starts[0] = 0
 
 
 def compact(slots: np.memmap, starts: np.ndarray, n: int) -> np.ndarray:
     """Sort each node's sources and drop repeats, segment by segment, writing them back packed
-    from the front (never past what is still to be read); returns the new indptr."""
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    written, a = 0, 0
+    from the front (never past what is still to be read); `starts` becomes the new indptr, in
+    place (each segment's bounds read before they are overwritten)."""
+    written, a, begin = 0, 0, 0  # begin: node a's first slot, as it was before starts[a] was rewritten
     while a < n:
-        b = max(a + 1, int(np.searchsorted(starts, starts[a] + SEGMENT, side="right")) - 1)
-        b = min(b, n)
-        local = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(starts[a:b + 1]))
-        keys = np.unique(local * n + np.asarray(slots[starts[a]:starts[b]], dtype=np.int64))
+        b = min(max(a + 1, a + int(np.searchsorted(starts[a + 1:], begin + SEGMENT, side="right"))), n)
+        ends = starts[a + 1:b + 1]
+        local = np.repeat(np.arange(b - a, dtype=np.int64), np.diff(ends, prepend=begin))
+        keys = np.unique(local * n + np.asarray(slots[begin:ends[-1]], dtype=np.int64))
+        del local
         owner = keys // n
         slots[written:written + keys.size] = keys - owner * n
-        indptr[a + 1:b + 1] = written + np.cumsum(np.bincount(owner, minlength=b - a))
+        begin = int(ends[-1])
+        ends[:] = written + np.cumsum(np.bincount(owner, minlength=b - a))
         written, a = written + keys.size, b
-    return indptr
+    return starts
 
 
 def write_structure(writer: MappedWriter, archive: Path, n: int) -> int:
-    """indptr and indices of the symmetrised, deduplicated graph; returns its edge count."""
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(count_degrees(archive, n), out=starts[1:])
+    """indptr and indices of the symmetrised, deduplicated graph; returns its edge count. One
+    int64 array a node throughout (counts, then slot starts and cursors, then indptr)."""
+    starts = count_degrees(archive, n)
+    np.cumsum(starts, out=starts)
     writer.create("indices", (int(starts[-1]),), np.int32)
     slots = writer.mapped("indices")
     scatter(archive, slots, starts)
@@ -194,12 +217,13 @@ def node_count(archive: Path) -> int:
 
 
 def convert_bytes(archive: Path, n: int) -> dict:
-    """What the conversion takes: memory (three int64 arrays a node, a segment's sort) and disk
-    (2E int32 slots before the repeats are dropped, float16 features, the rest)."""
+    """What the conversion takes: memory (an int64 array a node and, while counting, a chunk's
+    counts; a chunk of edges sorted; a segment's sort) and disk (2E int32 slots before the
+    repeats are dropped, float16 features, the rest)."""
     with open_member(archive, "edge_index") as edges, open_member(archive, "node_feat") as feat:
         num_edges, features = edges.shape[1], feat.shape[1]
-    memory = {"for the degree counts and slot cursors": 3 * 8 * n, "for a segment's sort": 4 * 8 * SEGMENT,
-              "for a chunk of edges": 8 * 8 * CHUNK}
+    memory = {"for the degree counts and slot cursors": 2 * 8 * n, "for a segment's sort": 4 * 8 * SEGMENT,
+              "for a chunk of edges": 14 * 8 * CHUNK}
     return {"memory": memory, "disk": 8 * num_edges + 2 * features * n + 8 * (n + 1) + 8 * n + 2 * n}
 
 
