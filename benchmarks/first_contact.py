@@ -129,6 +129,8 @@ def table(records: dict) -> dict:
     if result.get("this", {}).get("total") and result.get("previous", {}).get("total"):
         result["ratio"] = {k: result["this"][k]["median"] / result["previous"][k]["median"]
                            for k in PARTS if k in result["this"] and k in result["previous"]}
+        pairs = [(parts(a), parts(b)) for a, b in zip(records["this"], records["previous"])]
+        result["round_ratios"] = {k: [a[k] / b[k] for a, b in pairs if k in a and k in b] for k in PARTS}
     return result
 
 
@@ -156,7 +158,10 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} ({meta[name]}) | " + " | ".join(cells) + f" | {row.get('failed_rounds', '-')} |")
     if "ratio" in tab:
         lines += ["", "This over previous (ratio of the medians): " + ", ".join(
-            f"{k.replace('_', ' ')} {v:.2f}x" for k, v in tab["ratio"].items()) + "."]
+            f"{k.replace('_', ' ')} {v:.2f}x" for k, v in tab["ratio"].items()) + ". Each round's own ratio "
+            "(the two releases one after the other, at nearly the same load): " + "; ".join(
+            f"{k.replace('_', ' ')} " + ", ".join(f"{r:.2f}x" for r in v)
+            for k, v in tab["round_ratios"].items()) + "."]
     shares = {name: tab[name] for name in ("this", "previous") if "run" in tab.get(name, {})}
     for name, row in shares.items():
         run = row["run"]["median"]
