@@ -48,8 +48,25 @@ CONVEYOR_IMPORT = "from conveyor import "
 # cut), times every pass of every loader of the chosen family, runs the script as __main__ in its
 # folder, then writes what it saw as JSON (a failing script's last error line, and on to the next).
 RUNNER = r"""
-import builtins, gc, json, os, runpy, sys, time, traceback, torch
+import builtins, gc, importlib.abc, importlib.util, json, os, runpy, sys, time, traceback, torch
 plan = json.loads(sys.argv[1])
+current = {}
+
+class ScriptAgain(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    # PyG's Sequential imports the running script by its file name (`from to_hetero_mag import *`
+    # in its generated module), which runs the whole script again, as under a plain
+    # `python to_hetero_mag.py`: here with the same cut.
+    def find_spec(self, name, path=None, target=None):
+        if name != current.get("stem"):
+            return None
+        return importlib.util.spec_from_file_location(name, current["script"], loader=self)
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module.__dict__["range"] = current["range"]
+        exec(compile(open(current["script"]).read(), current["script"], "exec"), module.__dict__)
+
+sys.meta_path.insert(0, ScriptAgain())
 if plan["family"] == "conveyor":
     from conveyor import LinkNeighborLoader, NeighborLoader
 else:
@@ -85,6 +102,8 @@ for i, job in enumerate(plan["jobs"]):
     loaders.clear(), passes.clear()
     cuts = {tuple(k): tuple(v) for k, v in job["cuts"]}
     cut_range = lambda *bounds, cuts=cuts: builtins.range(*cuts.get(bounds, bounds))
+    current.update(stem=os.path.basename(job["script"])[:-3], script=job["script"], range=cut_range)
+    sys.modules.pop(current["stem"], None)
     record = {"torch_threads": torch.get_num_threads(), "error": None}
     os.chdir(os.path.dirname(job["script"]))
     sys.argv = [job["script"], *job["argv"]]
@@ -123,7 +142,7 @@ EXAMPLES = {
                                        argv=("--model", "sage"), epochs=3),
     # Its default, 3 hops of 10 per seed apart (disjoint): a 1024-seed batch holds ~1.1M nodes (the
     # machine's 24 GiB ran out); the script's own flags make it 2 hops of 5 (~31K nodes a batch).
-    "ogbn_train (sgformer, disjoint)": Example("ogbn_train.py", "test acc", r"Test Accuracy: (\d+\.\d+)%",
+    "ogbn_train (sgformer disjoint)": Example("ogbn_train.py", "test acc", r"Test Accuracy: (\d+\.\d+)%",
                                                argv=("--num_layers", "2", "--fan_out", "5"), epochs=3),
     "hierarchical_sampling": Example("hierarchical_sampling.py", "full-graph test acc (harness)",
                                      probe="full_graph_test_acc"),
@@ -279,7 +298,8 @@ def how_it_ran(record: dict) -> str:
 def row(name: str, loader: str, rounds: list) -> str:
     good = [r for r in rounds if r["error"] is None]
     if not good:
-        return f"| {name} | {loader} | failed: `{rounds[0]['error']}` | | | | {how_it_ran(rounds[0])} |"
+        error = rounds[0]["error"].strip().splitlines()[-1].replace("|", "/")
+        return f"| {name} | {loader} | failed: `{error}` | | | | {how_it_ran(rounds[0])} |"
     epochs = [statistics.median(epoch_seconds(r)) for r in good if epoch_seconds(r)]
     firsts = [epoch_seconds(r)[0] for r in good if epoch_seconds(r)]
     metrics = [r["metric"] for r in good if r["metric"] is not None]

@@ -19,7 +19,7 @@ SPARSE = "hetero/hierarchical_sage --use-sparse-tensor"
 # One epoch's batches of each training loader: 1,200 training nodes (papers) in batches of 1024;
 # infomax_inductive.py trains on all 2,000 nodes in batches of 256; graph_sage_unsup.py on Cora's
 # 10,556 edges in batches of 256.
-TRAIN_BATCHES = {"reddit": 2, "ogbn_train --model sage": 2, "ogbn_train (sgformer, disjoint)": 2,
+TRAIN_BATCHES = {"reddit": 2, "ogbn_train --model sage": 2, "ogbn_train (sgformer disjoint)": 2,
                  "hierarchical_sampling": 2, "infomax_inductive": 8, "graph_sage_unsup": 42,
                  "hetero/to_hetero_mag": 2, "hetero/hierarchical_sage": 2}
 CONVEYOR_CLASSES = ("conveyor.loader.neighbor_loader.NeighborLoader",
