@@ -275,7 +275,23 @@ def parse_args(argv=None):
     p.add_argument("--loaders", default=",".join(LOADERS))
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     p.add_argument("--out", default=None, help="JSON path")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="write one table of these runs' results instead (a later file's example replaces an "
+                        "earlier's), e.g. after a run cut short and the rest run apart")
     return p.parse_args(argv)
+
+
+def merge(args, out: Path) -> None:
+    parts = [json.loads(Path(path).read_text()) for path in args.merge]
+    results = {}
+    for part in parts:
+        results.update({key: runs for key, runs in part["results"].items() if runs})
+    names = [n for n in ALL_EXAMPLES if all(f"{n}|{lo}" in results for lo in args.loaders.split(","))]
+    meta = {**parts[0]["meta"], "command": " ; ".join(p["meta"]["command"] for p in parts),
+            "uptime_at_end": parts[-1]["meta"]["uptime_at_end"]}
+    rounds = max(len(runs) for runs in results.values())
+    merged = argparse.Namespace(**{**vars(args), "examples": ",".join(names), "rounds": rounds})
+    print(write(out, results, merged, meta, uptime=False))
 
 
 def median_range(values: list, fmt: str) -> str:
@@ -299,7 +315,9 @@ def row(name: str, loader: str, rounds: list) -> str:
     good = [r for r in rounds if r["error"] is None]
     if not good:
         error = rounds[0]["error"].strip().splitlines()[-1].replace("|", "/")
-        return f"| {name} | {loader} | failed: `{error}` | | | | {how_it_ran(rounds[0])} |"
+        before = epoch_seconds(rounds[0])  # the epochs trained before it failed
+        return (f"| {name} | {loader} | failed: `{error}` | | {median_range(before[:1], '.2f')} "
+                f"(before the failure) | | {how_it_ran(rounds[0])} |")
     epochs = [statistics.median(epoch_seconds(r)) for r in good if epoch_seconds(r)]
     firsts = [epoch_seconds(r)[0] for r in good if epoch_seconds(r)]
     metrics = [r["metric"] for r in good if r["metric"] is not None]
@@ -336,7 +354,7 @@ def markdown(results: dict, args, meta: dict) -> str:
         "| example | loader | metric (median, range) | epoch s | first epoch s | wall s | how it ran |",
         "|---|---|---|---|---|---|---|"]
     for name in names:
-        example = EXAMPLES[name]
+        example = ALL_EXAMPLES[name]
         for loader in args.loaders.split(","):
             lines.append(row(f"{name} ({example.metric}; {epochs_said(example)})", loader,
                              results[f"{name}|{loader}"]))
@@ -367,6 +385,8 @@ def versions() -> dict:
 def main(argv=None) -> None:
     args = parse_args(argv)
     out = Path(args.out or REPO / "benchmarks" / "results" / "pyg_examples_cpu.json")
+    if args.merge:
+        return merge(args, out)
     names, loaders = args.examples.split(","), args.loaders.split(",")
     meta = {"command": "python -m benchmarks.pyg_examples " + " ".join(argv if argv is not None else sys.argv[1:]),
             "cpu_count": os.cpu_count(), **versions(),
@@ -386,9 +406,10 @@ def main(argv=None) -> None:
     print(write(out, results, args, meta))
 
 
-def write(out: Path, results: dict, args, meta: dict) -> str:
+def write(out: Path, results: dict, args, meta: dict, uptime: bool = True) -> str:
     """The JSON and the table of the runs so far (examples not yet run: no row)."""
-    meta["uptime_at_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    if uptime:
+        meta["uptime_at_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     done = {key: runs for key, runs in results.items() if runs}
     names = [n for n in args.examples.split(",") if all(done.get(f"{n}|{lo}") for lo in args.loaders.split(","))]
     text = markdown(done, argparse.Namespace(**{**vars(args), "examples": ",".join(names)}), meta) if names else ""
