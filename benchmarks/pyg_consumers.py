@@ -156,7 +156,7 @@ def lines(name: str, rounds: list) -> list:
         return [f"| {workload} | {loader} | {first['not_run']} | | | |"]
     if workload == "inference":
         return [f"| {workload} ({c}) | {loader} | {cell([r['result'][c] for r in rounds], 'seconds', '.2f')} | "
-                f"max |diff| from full-graph {cell([r['result'][c] for r in rounds], 'max_abs_diff', '.1e')} | | |"
+                f"max abs diff from full-graph {cell([r['result'][c] for r in rounds], 'max_abs_diff', '.1e')} | | |"
                 for c in ("cache=False", "cache=True")]
     results = [r["result"] for r in rounds]
     return [f"| {workload} | {loader} | {cell(results, 'seconds', '.2f')} | last loss "

@@ -1,15 +1,20 @@
 """Put on PYTHONPATH as `sitecustomize.py` by tests/test_ported_examples.py, so that every Python
 process of a ported example's run (the script's and the loader's stage processes alike) has it:
-PyG's `Reddit`, `MovieLens` and `Taobao` and ogb's `PygNodePropPredDataset`, which the examples
-download, become small synthetic datasets of the same shape (MovieLens and Taobao: conveyor's
-data=synthetic_movielens, below), patched in as their modules are first imported. The
+PyG's `Reddit`, `OGB_MAG`, `MovieLens` and `Taobao` and ogb's `PygNodePropPredDataset`, which the
+examples download, become small synthetic datasets of the same shape (MovieLens and Taobao:
+conveyor's data=synthetic_movielens, below), patched in as their modules are first imported. The
 scripts themselves stay as PyG wrote them.
 
 The graph is a planted partition, the same in every process (a fixed seed): 2,000 nodes in 8
 classes of 250, each node with 16 in-edges, 12 of them from its own class, and 32 features: its
 class's centroid under noise that hides it from the node alone but not from its neighbourhood's
 mean, so that the examples' GNNs learn what an MLP could not. Split 60/20/20: an epoch of the
-examples' batches of 1024 is two steps."""
+examples' batches of 1024 is two steps.
+
+`OGB_MAG` (the hetero examples) is the same papers, their `cites` edges and labels, with MAG's
+other node types around them, each with features as `preprocess='metapath2vec'` gives every type:
+800 authors (each paper written by 3), 40 institutions (one per author) and 96 fields of study
+(each paper has 2, drawn among its class's 12: a second route to its class)."""
 import importlib.abc
 import sys
 
@@ -38,14 +43,49 @@ def synthetic_data():
     return data
 
 
-def in_memory_dataset(data):
-    """One `Data` as a PyG `InMemoryDataset` (`dataset[0]`, `num_features`, `num_classes`)."""
+AUTHORS, INSTITUTIONS, FIELDS_PER_CLASS, AUTHORS_PER_PAPER, FIELDS_PER_PAPER = 800, 40, 12, 3, 2
+
+
+def synthetic_mag_data():
+    """A PyG `HeteroData` in OGB_MAG's types: paper (x, y, masks), author, institution,
+    field_of_study (x each); writes, affiliated_with, cites, has_topic."""
+    import torch
+    from torch_geometric.data import HeteroData
+
+    papers = synthetic_data()
+    g = torch.Generator().manual_seed(1)
+    data = HeteroData()
+    for key in ("x", "y", "train_mask", "val_mask", "test_mask"):
+        data["paper"][key] = papers[key]
+    fields = CLASSES * FIELDS_PER_CLASS
+    for node_type, count in (("author", AUTHORS), ("institution", INSTITUTIONS), ("field_of_study", fields)):
+        data[node_type].x = torch.randn(count, FEATURES, generator=g)
+    paper_ids = torch.arange(NODES)
+    writers = torch.randint(0, AUTHORS, (NODES * AUTHORS_PER_PAPER,), generator=g)
+    data["author", "writes", "paper"].edge_index = torch.stack([writers, paper_ids.repeat_interleave(AUTHORS_PER_PAPER)])
+    data["author", "affiliated_with", "institution"].edge_index = torch.stack(
+        [torch.arange(AUTHORS), torch.randint(0, INSTITUTIONS, (AUTHORS,), generator=g)])
+    data["paper", "cites", "paper"].edge_index = papers.edge_index
+    topics = papers.y.repeat_interleave(FIELDS_PER_PAPER) * FIELDS_PER_CLASS + torch.randint(
+        0, FIELDS_PER_CLASS, (NODES * FIELDS_PER_PAPER,), generator=g)
+    data["paper", "has_topic", "field_of_study"].edge_index = torch.stack(
+        [paper_ids.repeat_interleave(FIELDS_PER_PAPER), topics])
+    return data
+
+
+def in_memory_dataset(data, transform=None, num_classes=None):
+    """One `Data` (or `HeteroData`) as a PyG `InMemoryDataset` (`dataset[0]` through `transform`,
+    `num_features`, `num_classes`)."""
     from torch_geometric.data import InMemoryDataset
 
     class OneGraph(InMemoryDataset):
         def __init__(self):
-            super().__init__(None)
+            super().__init__(None, transform=transform)
             self.data, self.slices = self.collate([data])
+
+        @property
+        def num_classes(self):
+            return super().num_classes if num_classes is None else num_classes
     return OneGraph()
 
 
@@ -109,7 +149,13 @@ def taobao(root=None, *args, **kwargs):
     return [data]
 
 
-PATCHES = {"torch_geometric.datasets": {"Reddit": reddit, "MovieLens": movielens, "Taobao": taobao},
+def ogb_mag(root=None, preprocess=None, transform=None, *args, **kwargs):
+    """torch_geometric.datasets.OGB_MAG(root, preprocess='metapath2vec', transform=...)."""
+    return in_memory_dataset(synthetic_mag_data(), transform, num_classes=CLASSES)
+
+
+PATCHES = {"torch_geometric.datasets": {"Reddit": reddit, "OGB_MAG": ogb_mag, "MovieLens": movielens,
+                                        "Taobao": taobao},
            "ogb.nodeproppred": {"PygNodePropPredDataset": pyg_node_prop_pred_dataset}}
 
 
