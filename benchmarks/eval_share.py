@@ -10,8 +10,9 @@ command to its exit; training = the epochs' `epoch_time_s`; evaluation = the eva
 `eval_time_s` (metrics.json); start-up and exit = the rest (imports, graph, stages, checkpoints,
 shutdown). The figures (every epoch's loss, validation and test accuracy) are compared between the
 releases too: the same seed must give the same. After one untimed run of each release (the graph
-generated and cached, files warm). Writes JSON and a Markdown table (default
-benchmarks/results/eval_share_cpu.json, .md), each run with the 1-minute load at its start.
+generated and cached, files warm), unless --no-warmup. Writes JSON and a Markdown table (default
+benchmarks/results/eval_share_cpu.json, .md, rewritten after each round), each run with the 1-minute
+load at its start.
 """
 from __future__ import annotations
 
@@ -81,11 +82,11 @@ def main(argv=None) -> None:
         for name in (list(releases) if round_ % 2 == 0 else list(reversed(releases))):
             runs[name].append(timed_run(releases[name], launch_args, args.timeout))
             print(f"round {round_ + 1} {name}: {describe(runs[name][-1])}", flush=True)
-    meta["load_1min_at_end"] = os.getloadavg()[0]
-    report = {"meta": meta, "runs": runs, "parts": table(runs)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))
-    out.with_suffix(".md").write_text(markdown(report))
+        meta["load_1min_at_end"], meta["rounds_done"] = os.getloadavg()[0], round_ + 1
+        report = {"meta": meta, "runs": runs, "parts": table(runs)}
+        out.parent.mkdir(parents=True, exist_ok=True)  # after each round: a run cut short keeps what it did
+        out.write_text(json.dumps(report, indent=1))
+        out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
 
 
@@ -102,8 +103,8 @@ def markdown(report: dict) -> str:
     loads = [r["load_1min"] for done in report["runs"].values() for r in done]
     lines = [f"# Where `{meta['run'].strip()}`'s wall time goes", "", f"`{meta['command'].strip()}`", "",
              f"This release {meta['this']} beside the previous one ({meta['previous']}), both run by "
-             f"{meta['python']} on {meta['cpu_count']} CPU cores; {meta['rounds']} interleaved rounds after one "
-             f"untimed run each; median (range) in seconds, and each part's median share of the wall. 1-minute "
+             f"{meta['python']} on {meta['cpu_count']} CPU cores; {meta['rounds_done']} interleaved rounds; median (range) in seconds, and "
+             f"each part's median share of the wall. 1-minute "
              f"load: {meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end, "
              f"{min(loads):.1f}-{max(loads):.1f} at the runs' starts (the machine is shared). Training and "
              "evaluation are the run's own epoch_time_s and eval_time_s (metrics.json); start-up and exit the rest.",

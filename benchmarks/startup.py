@@ -57,6 +57,8 @@ def comparison_args(doc: str, previous: str, rounds: int, timeout: float, until:
     p.add_argument("--args", default="", help="launch.py's arguments, space-separated (default: none, the "
                    "default run)")
     p.add_argument("--timeout", type=float, default=timeout, help=f"seconds a run may take {until}")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", help="no untimed run first (the graph "
+                   "cached and the files warm already)")
     p.add_argument("--out", default=None, help="JSON path")
     return p.parse_args(argv)
 
@@ -142,13 +144,13 @@ def main(argv=None) -> None:
 
 def warmed_releases(module: str, args, argv, run_one, default_out: str) -> tuple:
     """(both releases' checkouts, launch.py's arguments, the JSON path, the run's description), after
-    one untimed `run_one(root, launch_args, timeout)` of each release."""
+    one untimed `run_one(root, launch_args, timeout)` of each release (none with --no-warmup)."""
     releases = {"this": REPO, "previous": previous_checkout(args.previous)}
     launch_args = args.args.split()
     out = Path(args.out) if args.out else REPO / "benchmarks" / "results" / default_out
     meta = release_meta(module, args, argv)
     print(f"warming up (one untimed run each); load {meta['load_1min_at_start']:.1f}", flush=True)
-    for root in releases.values():
+    for root in releases.values() if args.warmup else ():
         run_one(root, launch_args, args.timeout)
     return releases, launch_args, out, meta
 
