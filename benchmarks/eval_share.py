@@ -103,9 +103,9 @@ def markdown(report: dict) -> str:
     loads = [r["load_1min"] for done in report["runs"].values() for r in done]
     lines = [f"# Where `{meta['run'].strip()}`'s wall time goes", "", f"`{meta['command'].strip()}`", "",
              f"This release {meta['this']} beside the previous one ({meta['previous']}), both run by "
-             f"{meta['python']} on {meta['cpu_count']} CPU cores; {meta['rounds_done']} interleaved rounds; median (range) in seconds, and "
-             f"each part's median share of the wall. 1-minute "
-             f"load: {meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end, "
+             f"{meta['python']} on {meta['cpu_count']} CPU cores; {meta['rounds_done']} interleaved rounds; median "
+             f"(range) in seconds, and each part's median share of the wall. 1-minute load: "
+             f"{meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end, "
              f"{min(loads):.1f}-{max(loads):.1f} at the runs' starts (the machine is shared). Training and "
              "evaluation are the run's own epoch_time_s and eval_time_s (metrics.json); start-up and exit the rest.",
              "", "| release | wall | start-up and exit | training | evaluation | evaluation share | failed runs |",
