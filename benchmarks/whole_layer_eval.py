@@ -62,11 +62,12 @@ def markdown(meta: dict, rows: list) -> str:
              "| threads | load | same logits | batches: first | batches: later | whole layers: first | "
              "whole layers: later | whole / batches |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        b, w = r["batches"], r["whole layers"]
-        lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {'yes' if r['same_logits'] else 'NO'} | "
-                     f"{b['first_s']:.2f} | {b['median_s']:.2f} ({b['range_s'][0]:.2f}-{b['range_s'][1]:.2f}) | "
-                     f"{w['first_s']:.2f} | {w['median_s']:.2f} ({w['range_s'][0]:.2f}-{w['range_s'][1]:.2f}) | "
-                     f"{r['ratio']:.2f}x |")
+        cells = [str(r["threads"]), f"{r['load_1min']:.1f}", "yes" if r["same_logits"] else "NO"]
+        for plan in PLANS:
+            timing = r[plan]
+            cells += [f"{timing['first_s']:.2f}", f"{timing['median_s']:.2f} ({timing['range_s'][0]:.2f}-"
+                                                  f"{timing['range_s'][1]:.2f})"]
+        lines.append("| " + " | ".join(cells + [f"{r['ratio']:.2f}x"]) + " |")
     return "\n".join(lines) + "\n"
 
 
