@@ -4,7 +4,8 @@ benchmarks/bsp_previous.py: the same batches bit for bit), `dgl` (DGL's stock `N
 with int32 ids, in its own interpreter: benchmarks/sampling_dgl.py; a row saying why not where
 it cannot run; `dgl-unfused` the same with fused=False, `dgl-int64` with int64 ids) and `pyg`
 (PyG's NeighborSampler: without pyg-lib its torch_sparse path, one-element `randint` calls per
-node), on the synthetic products-shaped graph.
+node), on the synthetic products-shaped graph. `gather` is the floor a sampler is held to: bsp's
+edges of the same batches read from the graph with one `index_select` per hop, nothing drawn.
 
     python -m benchmarks.sampling --samplers bsp,dgl,dgl-unfused,dgl-int64 --threads 1,2 --scale 0.05 \
         --fanouts 15,10,5 --batch-sizes 256,1024,4096 --dgl-python PATH   # bsp against DGL
@@ -84,7 +85,8 @@ def parse_args(argv=None):
     p.add_argument("--super-batch", type=int, default=None,
                    help="batches per fused launch in super-batch mode (default: 8 on CUDA, 2 on CPU)")
     p.add_argument("--samplers", default="fused,bsp,bsp-previous,dgl,pyg",
-                   help="comma-separated: fused, bsp, bsp-previous, dgl, dgl-unfused, dgl-int64, pyg")
+                   help="comma-separated: fused, bsp, bsp-previous, gather (the floor), dgl, dgl-unfused, "
+                        "dgl-int64, pyg")
     p.add_argument("--fanouts", action="append", default=None,
                    help="fanouts of one configuration, e.g. 15,10,5; repeat for more (default: "
                         + " and ".join(",".join(map(str, f)) for f in FANOUTS) + ")")
@@ -163,9 +165,31 @@ def dgl_timer(dgl, name, fanouts, batches, work: Path):
     return timer
 
 
+def gather_timer(graph, fanouts, batches, device, seed):
+    """The floor (`gather`): bsp's sampled edges of each batch read from `indices` with no draw, no
+    dedup, no relabelling: one `index_select` per hop of the positions bsp drew (computed before)."""
+    sampler = build_sampler("bsp", graph, fanouts, device=device, seed=seed, threads=torch.get_num_threads())
+    positions = [sampler.sample(seeds).edge_pos_per_hop for seeds in batches]
+    indices = graph.indices.to(device)
+
+    def timer(first, count):
+        synchronize(device)
+        start = time.perf_counter()
+        for hops in positions[first:first + count]:
+            for pos in hops:
+                indices.index_select(0, pos)
+        synchronize(device)
+        return (time.perf_counter() - start, 0, sum(p.numel() for hops in positions[first:first + count] for p in hops))
+    timer.threads = torch.get_num_threads()
+    return timer
+
+
 def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted):
     """A timer (first, count) -> seconds, nodes, edges for one of conveyor's samplers (or bsp's
-    previous release), `group` batches a call, after an untimed call (compilation, buffers)."""
+    previous release, or the gather floor), `group` batches a call, after an untimed call
+    (compilation, buffers)."""
+    if name == "gather":
+        return gather_timer(graph, fanouts, batches, device, seed)
     if name == "bsp-previous":  # it has no threads of its own: it runs at the process's, set by main
         sampler = PreviousBSPSampler(graph, fanouts, device=device, seed=seed)
     else:  # the thread count forced, never "auto" (which picks fewer on a busy machine)

@@ -46,12 +46,19 @@ IMPORTS = {"torch": "import torch",
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--previous", default="eb2fd52", help="the previous release's commit")
-    p.add_argument("--rounds", type=int, default=5)
+    return comparison_args(__doc__, "eb2fd52", 5, 300, "to its first step", argv)
+
+
+def comparison_args(doc: str, previous: str, rounds: int, timeout: float, until: str, argv=None):
+    """The arguments of a benchmark running launch.py in this release and a previous one."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--previous", default=previous, help="the previous release's commit")
+    p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--args", default="", help="launch.py's arguments, space-separated (default: none, the "
                    "default run)")
-    p.add_argument("--timeout", type=float, default=300, help="seconds a run may take to its first step")
+    p.add_argument("--timeout", type=float, default=timeout, help=f"seconds a run may take {until}")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", help="no untimed run first (the graph "
+                   "cached and the files warm already)")
     p.add_argument("--out", default=None, help="JSON path")
     return p.parse_args(argv)
 
@@ -116,16 +123,7 @@ def summary(values: list) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    releases = {"this": REPO, "previous": previous_checkout(args.previous)}
-    launch_args = args.args.split()
-    out = Path(args.out) if args.out else REPO / "benchmarks" / "results" / "startup_cpu.json"
-    meta = {"command": "python -m benchmarks.startup " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "run": "python launch.py " + args.args, "previous": args.previous, "this": git_head(),
-            "python": sys.executable, "cpu": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "load_1min_at_start": os.getloadavg()[0], "rounds": args.rounds}
-    print(f"warming up (one untimed run each); load {meta['load_1min_at_start']:.1f}", flush=True)
-    for root in releases.values():
-        probe_run(root, launch_args, args.timeout)
+    releases, launch_args, out, meta = warmed_releases("benchmarks.startup", args, argv, probe_run, "startup_cpu.json")
     runs = {name: [] for name in releases}
     imports = {f"{name} {what}": [] for name in releases for what in IMPORTS if what != "torch" or name == "this"}
     for round_ in range(args.rounds):
@@ -142,6 +140,27 @@ def main(argv=None) -> None:
     out.write_text(json.dumps(report, indent=1))
     out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
+
+
+def warmed_releases(module: str, args, argv, run_one, default_out: str) -> tuple:
+    """(both releases' checkouts, launch.py's arguments, the JSON path, the run's description), after
+    one untimed `run_one(root, launch_args, timeout)` of each release (none with --no-warmup)."""
+    releases = {"this": REPO, "previous": previous_checkout(args.previous)}
+    launch_args = args.args.split()
+    out = Path(args.out) if args.out else REPO / "benchmarks" / "results" / default_out
+    meta = release_meta(module, args, argv)
+    print(f"warming up (one untimed run each); load {meta['load_1min_at_start']:.1f}", flush=True)
+    for root in releases.values() if args.warmup else ():
+        run_one(root, launch_args, args.timeout)
+    return releases, launch_args, out, meta
+
+
+def release_meta(module: str, args, argv) -> dict:
+    """The run's description: its command, the two releases, the interpreter, the machine and its load."""
+    return {"command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "run": "python launch.py " + args.args, "previous": args.previous, "this": git_head(),
+            "python": sys.executable, "cpu": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "load_1min_at_start": os.getloadavg()[0], "rounds": args.rounds}
 
 
 def table(runs: dict) -> dict:

@@ -45,21 +45,28 @@ def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, o
 def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
     step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
-    step, scaled to [0, j] and clamped, a collision taking j itself."""
-    m = deg.numel()
-    picks = torch.empty(fanout, m, dtype=torch.long, device=deg.device)
-    j = deg - fanout  # step i draws uniformly from [0, j], j = deg - fanout + i
-    span = (j + 1).double()
-    for i in range(fanout):
-        t = torch.rand(m, generator=generator, device=deg.device, dtype=torch.float64).mul_(span).long()
-        torch.minimum(t, j, out=t)
-        if i:
-            torch.where((picks[:i] == t).any(0), j, t, out=picks[i])
-        else:
-            picks[0] = t
-        j.add_(1)
-        span.add_(1)
+    step, scaled to [0, j] and clamped, a collision taking j itself. Offsets are int32 (a degree
+    fits), so the collision checks read half the bytes."""
+    steps = torch.arange(fanout, dtype=torch.int32, device=deg.device)[:, None]
+    j = (deg.int() - fanout)[None, :] + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
+    picks = step_draws(fanout, deg.numel(), generator, deg.device).mul_(j + 1).int()
+    torch.minimum(picks, j, out=picks)
+    for i in range(1, fanout):  # a draw that hits an earlier pick takes j_i (never picked before)
+        clash = picks[0] == picks[i]
+        for k in range(1, i):
+            clash |= picks[k] == picks[i]
+        torch.where(clash, j[i], picks[i], out=picks[i])
     return picks
+
+
+def step_draws(steps: int, m: int, generator: torch.Generator, device) -> Tensor:
+    """[steps, m] float64 uniforms: `steps` draws of m from `generator`, in order. On the CPU one
+    call draws the same stream as `steps` calls (element after element); CUDA's offsets advance
+    per call, so there each step draws on its own."""
+    if device.type == "cpu":
+        return torch.rand(steps, m, generator=generator, device=device, dtype=torch.float64)
+    return torch.stack([torch.rand(m, generator=generator, device=device, dtype=torch.float64)
+                        for _ in range(steps)]) if steps else torch.empty(0, m, dtype=torch.float64, device=device)
 
 
 def weighted_picks(start: Tensor, deg: Tensor, fanout: int, keys: Tensor, generator: torch.Generator) -> Tensor:

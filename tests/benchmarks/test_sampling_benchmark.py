@@ -1,6 +1,7 @@
 """benchmarks/sampling.py's comparison of bsp with its previous release (and DGL's sampler, or
 a row saying why it was skipped), run small and without triton: the rows say how they ran (the
-thread count forced, never "auto") and both bsp releases draw the same batches."""
+thread count forced, never "auto"), both bsp releases draw the same batches, and the gather floor
+reads the edges bsp draws."""
 import importlib.util
 import json
 import subprocess
@@ -13,7 +14,7 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
     out = tmp_path / "sampling.json"
     # triton made unimportable: only a run asking for the fused sampler imports it.
     cmd = [sys.executable, "-c", "import sys; sys.modules['triton'] = None; from benchmarks.sampling import main; "
-           "main(sys.argv[1:])", "--samplers", "bsp,bsp-previous,dgl", "--threads", "1,2",
+           "main(sys.argv[1:])", "--samplers", "bsp,bsp-previous,gather,dgl", "--threads", "1,2",
            "--scale", "0.002", "--data-root", str(data_root), "--fanouts", "5,5", "--batch-sizes", "64,256",
            "--batches", "2", "--rounds", "3", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -23,8 +24,8 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
     assert report["meta"]["pyg_path"] in ("pyg-lib", "torch_sparse")
     rows = report["rows"]
     assert [(r["threads"], r["batch_size"], r["sampler"]) for r in rows] == [
-        (t, b, s) for t in (1, 2) for b in (64, 256) for s in ("bsp", "bsp-previous", "dgl")]
-    for bsp, previous, dgl in zip(rows[::3], rows[1::3], rows[2::3]):
+        (t, b, s) for t in (1, 2) for b in (64, 256) for s in ("bsp", "bsp-previous", "gather", "dgl")]
+    for bsp, previous, gather, dgl in zip(rows[::4], rows[1::4], rows[2::4], rows[3::4]):
         assert bsp["available"] and previous["available"] and "load_1min" in bsp
         # The median of 3 interleaved rounds, inside its range.
         assert bsp["rounds"] == previous["rounds"] == 3
@@ -35,6 +36,9 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
         assert previous["speedup_vs_bsp"] == bsp["ms_per_batch"] / previous["ms_per_batch"]
         assert previous["bsp_edges_per_s_over_this"] == bsp["edges_per_s"] / previous["edges_per_s"]
         assert previous["edges_vs_bsp"] == 1.0
+        # The floor reads the edges bsp drew for the same seeds (its first draws; bsp's timed rounds draw
+        # afresh, as many give or take the randomness), at the thread count forced.
+        assert gather["available"] and abs(gather["edges_vs_bsp"] - 1) < 0.02 and gather["threads"] == bsp["threads"]
         if importlib.util.find_spec("dgl") is None:  # DGL's rows run in --dgl-python, by default this one
             assert not dgl["available"] and "No module named 'dgl'" in dgl["reason"]
         else:

@@ -11,9 +11,9 @@ import torch
 from conveyor.cache.options import parse_dtype
 from conveyor.loader.seeds import STREAM_EVAL, eval_seed_batches, stream_seed
 from conveyor.trainer.loop.epoch import evaluate
-from conveyor.trainer.loop.layerwise import layerwise_logits
+from conveyor.trainer.loop.layerwise import layerwise_logits, runs_whole_layers
 from conveyor.trainer.loop.loss import correct, targets
-from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan
+from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, WholeLayerPlan
 
 SPLITS = ("val", "test")
 Figures = Dict[str, Tuple[float, float, int]]  # split -> (mean loss, accuracy, nodes)
@@ -43,17 +43,22 @@ def sampled_figures(run, splits: dict) -> Figures:
 
 
 def layerwise_figures(run, splits: dict) -> Figures:
-    """One layer-wise pass for all splits' nodes together, with a progress bar: its batches drawn
-    and gathered by the async pipeline's processes, or, in serial, planned at the first pass and
-    kept (trainer/loop/plan.py)."""
+    """One layer-wise pass for all splits' nodes together, with a progress bar: its batches drawn and
+    gathered by the async pipeline's processes, or, in serial, whole layers at once where the model
+    can, else batches planned at the first pass, kept for the run (trainer/loop/plan.py). Whole
+    layers stay out of async runs: beside the stage processes, training after such an evaluation
+    measured slower, not yet explained (benchmarks/results/eval_share_cpu_notes.md)."""
     nodes, trainer = torch.cat(list(splits.values())), run.settings.trainer
+    feature_dtype = parse_dtype(run.settings.cache.dtype, None)
     if run.eval_plan is None:
         args = (run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
-        run.eval_plan = (PipelinePlan(run.source, *args) if run.source.asynchronous
-                         else LayerwisePlan(*args))
+        whole = not run.source.asynchronous and runs_whole_layers(run.model, run.graph, run.ctx.device,
+                                                                  run.precision.autocast, feature_dtype)
+        run.eval_plan = (WholeLayerPlan(*args) if whole else PipelinePlan(run.source, *args)
+                         if run.source.asynchronous else LayerwisePlan(*args))
     logits = layerwise_logits(run.model, run.graph, nodes, trainer.eval_batch_size, run.ctx.device,
-                              run.precision.autocast, parse_dtype(run.settings.cache.dtype, None),
-                              run.eval_plan, trainer.progress and run.ctx.is_main)
+                              run.precision.autocast, feature_dtype, run.eval_plan,
+                              trainer.progress and run.ctx.is_main)
     figures = {}
     for (split, idx), out in zip(splits.items(), logits.split([i.numel() for i in splits.values()])):
         y = targets(run.graph.y[idx])

@@ -29,7 +29,13 @@ from tqdm import tqdm
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
 from conveyor.partition.hetero import flat_features, is_typed
-from conveyor.trainer.loop.plan import LayerwisePlan, PipelinePlan, reached_nodes  # noqa: F401  (reached_nodes: the plan's, named here too)
+from conveyor.trainer.loop.plan import (
+    KEEP_EDGES,
+    LayerwisePlan,
+    PipelinePlan,
+    WholeLayerPlan,
+    reached_nodes,  # noqa: F401  (the plan's, named here too)
+)
 from conveyor.trainer.models.adapter import PerHopGNN, unwrapped
 from conveyor.trainer.models.edges import edge_inputs
 from conveyor.trainer.models.gcn import degree_weight, graph_degree, takes_degree
@@ -89,19 +95,54 @@ def layerwise_obstacle(model: nn.Module) -> str | None:
             f"x (PyG's BasicGNN names; docs/design.md, the trainer); add them to evaluate it layer-wise")
 
 
+def runs_whole_layers(model: nn.Module, graph: Graph, device: torch.device, autocast=nullcontext,
+                      feature_dtype: torch.dtype | None = None) -> bool:
+    """Whether a WholeLayerPlan evaluates `model` (trainer/loop/plan.py): a model that computes a
+    whole layer at once (`runs_whole_layers()`, the built-in SAGE), on the CPU without autocast,
+    float32 features used as they are, an untyped graph whose plan may be kept (KEEP_EDGES)."""
+    whole = getattr(model, "runs_whole_layers", None)
+    if not (callable(whole) and whole()) or device.type != "cpu" or is_typed(graph) or graph.x is None:
+        return False
+    if graph.x.dtype != torch.float32 or feature_dtype not in (None, torch.float32):
+        return False
+    with autocast():
+        autocasting = torch.is_autocast_enabled("cpu")
+    return not autocasting and graph.num_edges * model.num_layers <= KEEP_EDGES
+
+
+def whole_layer_logits(model: nn.Module, nodes: Tensor, plan: WholeLayerPlan, progress: bool = False) -> Tensor:
+    """`layerwise_logits` by whole layers: each layer's output from the one below, all targets at once."""
+    inputs = plan.graph.x
+    for layer in tqdm(range(len(plan)), desc="eval", disable=None if progress else True, leave=False):
+        inputs = model.inference_whole_layer(layer, inputs, plan.adjacency(layer), plan.batch_size)
+    return inputs[torch.searchsorted(plan.targets[-1], nodes)]
+
+
 @torch.no_grad()
 def layerwise_logits(model: nn.Module, graph: Graph, nodes: Tensor, batch_size: int,
                      device: torch.device, autocast=nullcontext,
-                     feature_dtype: torch.dtype | None = None, plan: LayerwisePlan | PipelinePlan | None = None,
+                     feature_dtype: torch.dtype | None = None,
+                     plan: LayerwisePlan | PipelinePlan | WholeLayerPlan | None = None,
                      progress: bool = False, num_layers: int | None = None) -> Tensor:
     """The model's output (on the host, float32) at `nodes`, one row each, computed layer by
     layer over every in-neighbour. `feature_dtype`: round the input features through it first,
     as the feature cache does during training (cache.dtype). `plan`: the batches, kept from an
     earlier call over the same nodes (trainer/loop/plan.py); `progress`: a tqdm bar over them.
-    `num_layers`: only the first ones (the nodes' embeddings after them), instead of all."""
+    `num_layers`: only the first ones (the nodes' embeddings after them), instead of all. Without a
+    plan: a WholeLayerPlan where one applies (`runs_whole_layers`), else a LayerwisePlan."""
     model = PerHopGNN(model) if isinstance(model, BasicGNN) else model
     model.eval()
-    plan = plan or LayerwisePlan(graph, nodes, num_layers or model.num_layers, batch_size)
+    if plan is None:
+        whole = runs_whole_layers(model, graph, device, autocast, feature_dtype)
+        plan = (WholeLayerPlan if whole else LayerwisePlan)(graph, nodes, num_layers or model.num_layers, batch_size)
+    if isinstance(plan, WholeLayerPlan):
+        return whole_layer_logits(model, nodes, plan, progress)
+    return batch_logits(model, graph, nodes, device, autocast, feature_dtype, plan, progress)
+
+
+def batch_logits(model: nn.Module, graph: Graph, nodes: Tensor, device: torch.device, autocast,
+                 feature_dtype: torch.dtype | None, plan: LayerwisePlan | PipelinePlan, progress: bool) -> Tensor:
+    """`layerwise_logits` batch by batch: each batch's sources gathered, its targets computed."""
     takes_degrees = takes_degree(model, model.inference_per_layer)
     takes_adjacency = "adjacency" in inspect.signature(model.inference_per_layer).parameters
     degree = graph_degree(graph, degree_weight(model, graph)) if takes_degrees else None

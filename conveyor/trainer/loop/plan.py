@@ -10,6 +10,13 @@ evaluation (drawn as it goes), and keeps each batch's CSR structure, so that the
 products (trainer/models/sparse.py) reuse it at every evaluation. A plan is kept when its edges fit
 `KEEP_EDGES` (on the host: 8 bytes an edge, 16 once a SAGE or GCN layer has added each target's own
 entry; 400-800 MB at the limit); a bigger one (ogbn-products, papers100m) is drawn again each time.
+
+A model that computes a whole layer at once (`runs_whole_layers`: the built-in SAGE, on the CPU)
+gets a WholeLayerPlan instead, under the same size limit, serial or async: one CSR structure per
+layer over all its targets, its columns the rows of the previous layer's output, built once from
+the graph's CSC. No batch then gathers its sources' rows (with a mean degree of 50, every batch of
+4,096 targets read nearly every row of the layer below: most of an evaluation's time), no plan is
+drawn through the pipeline's stages, and each layer's matrices are made once for the run.
 """
 from __future__ import annotations
 
@@ -107,6 +114,45 @@ class LayerwisePlan:
         adjacency.order = None  # the rebuilt edge list is in slot order
         return LayerBatch(batch.layer, batch.start, batch.n_id, batch.rows, None, batch.num_dst, None, positions,
                           adjacency)
+
+
+class WholeLayerPlan:
+    """Each layer's targets for `nodes` (as LayerwisePlan's) and, made at the first use and kept,
+    each layer's Adjacency over all of them: in-edges in CSC order (the order every-neighbour
+    sampling gives them), columns the sources' rows in the previous layer's targets (layer 0: the
+    node ids, rows of x), `own_col` each target's own row there."""
+
+    def __init__(self, graph: Graph, nodes: Tensor, num_layers: int, batch_size: int):
+        self.graph, self.nodes, self.batch_size = graph, nodes, batch_size
+        self.targets = reached_nodes(graph, torch.unique(nodes), num_layers - 1)
+        self.adjacencies: List[Adjacency | None] = [None] * len(self.targets)
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def adjacency(self, layer: int) -> Adjacency:
+        if self.adjacencies[layer] is None:
+            self.adjacencies[layer] = self.layer_adjacency(layer)
+        return self.adjacencies[layer]
+
+    def layer_adjacency(self, layer: int) -> Adjacency:
+        wanted, graph = self.targets[layer], self.graph
+        if layer == 0:
+            row_of, num_src = None, graph.num_nodes
+        else:  # a node's row in the previous layer's output
+            previous = self.targets[layer - 1]
+            row_of, num_src = torch.full((graph.num_nodes,), -1, dtype=torch.long), previous.numel()
+            row_of[previous] = torch.arange(previous.numel())
+        counts = graph.indptr[wanted + 1] - graph.indptr[wanted]
+        crow = torch.zeros(wanted.numel() + 1, dtype=torch.long)
+        torch.cumsum(counts, 0, out=crow[1:])
+        col = torch.empty(int(crow[-1]), dtype=torch.long)
+        done = 0
+        for neighbours, _ in in_neighbour_chunks(graph, wanted):  # in CSC order, a bounded slice at a time
+            col[done:done + neighbours.numel()] = neighbours if row_of is None else row_of.index_select(0, neighbours)
+            done += neighbours.numel()
+        own = wanted if row_of is None else row_of.index_select(0, wanted)
+        return Adjacency(crow, col, None, num_src, own_col=own, kept={})
 
 
 class PipelinePlan:

@@ -14,7 +14,7 @@ from conveyor.trainer.model_registry import model_entry
 from conveyor.trainer.models.adapter import PerHopForward, model_from_target
 from conveyor.trainer.models.dropout import relu_dropout
 from conveyor.trainer.models.gcn import gcn_layer
-from conveyor.trainer.models.sparse import Adjacency, gcn_batch_layer, sage_layer
+from conveyor.trainer.models.sparse import Adjacency, gcn_batch_layer, is_plain_sage, sage_layer, sage_whole_layer
 from conveyor.trainer.settings import ModelSettings
 
 LAYERS = {"sage": SAGEConv, "gcn": GCNConv, "mlp": nn.Linear}  # the kinds SampledGNN runs, by their layer
@@ -65,6 +65,20 @@ class SampledGNN(PerHopForward):
             x = gcn_layer(conv, x, edge_index, batch_size, degree, edge_weight, adjacency)
         else:  # mlp: the same depth, but each node sees only its own features
             x = conv(x[:batch_size])
+        if layer < len(self.layers) - 1:
+            x = relu_dropout(x, self.dropout, self.training, self.fast_dropout)
+        return x
+
+
+    def runs_whole_layers(self) -> bool:
+        """Whether `inference_whole_layer` computes this model (its SAGE layers as conveyor builds them)."""
+        return self.kind == "sage" and all(is_plain_sage(conv) for conv in self.layers)
+
+    def inference_whole_layer(self, layer: int, inputs: Tensor, adjacency: Adjacency, chunk: int) -> Tensor:
+        """`inference_per_layer` for all of a layer's targets at once, on the CPU: `inputs` is the
+        previous layer's output (or the features), `adjacency` a whole-layer plan's (its columns are
+        rows of `inputs`, trainer/loop/plan.py); the same values as batches of `chunk` targets give."""
+        x = sage_whole_layer(self.layers[layer], inputs, adjacency, chunk)
         if layer < len(self.layers) - 1:
             x = relu_dropout(x, self.dropout, self.training, self.fast_dropout)
         return x

@@ -32,6 +32,8 @@ class Adjacency:
     order: Tensor | None  # each slot's column of the edge_index it came from; None: the same order
     num_src: int
     looped: tuple | None = None  # (col, own slots) with each target's own entry: `with_own`
+    own_col: Tensor | None = None  # each target's own column; None: its own index (targets come first)
+    kept: dict | None = None  # matrices kept for reuse by a whole-layer plan (`kept_matrix`), else None
 
     @property
     def num_dst(self) -> int:
@@ -64,7 +66,8 @@ class Adjacency:
             own_slots = self.crow[1:] + torch.arange(num_dst, device=device)
             col = torch.empty(self.col.numel() + num_dst, dtype=self.col.dtype, device=device)
             col[self.edge_slots()] = self.col
-            col[own_slots] = torch.arange(num_dst, dtype=col.dtype, device=device)
+            col[own_slots] = (torch.arange(num_dst, dtype=col.dtype, device=device) if self.own_col is None
+                              else self.own_col.to(col.dtype))
             self.looped = (col, own_slots)
         return self.looped
 
@@ -85,6 +88,16 @@ class Adjacency:
         crow = torch.stack([self.crow[:-1] + step[:-1], own_slots], 1).view(-1)
         crow = torch.cat([crow, self.crow[-1:] + self.num_dst])
         return csr(crow, col, values, (2 * self.num_dst, self.num_src))
+
+
+    def kept_matrix(self, key: tuple, build) -> Tensor:
+        """`build()`'s matrix, made once per `key` where this structure keeps its matrices (`kept`
+        is a dict: a whole-layer plan's, trainer/loop/plan.py), else made each call."""
+        if self.kept is None:
+            return build()
+        if key not in self.kept:
+            self.kept[key] = build()
+        return self.kept[key]
 
 
 def csr(crow: Tensor, col: Tensor, values: Tensor, size: tuple) -> Tensor:
@@ -142,6 +155,33 @@ def sage_layer(conv: SAGEConv, x: Tensor, edge_index: Tensor, num_dst: int, adj:
         weight = torch.cat([lin_l.weight, lin_r.weight], 1)
         out = F.linear(side_by_side.view(num_dst, 2 * x.size(1)), weight, lin_l.bias)
     return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+
+
+def sage_whole_layer(conv: SAGEConv, inputs: Tensor, adj: Adjacency, chunk: int) -> Tensor:
+    """`sage_layer` for every target of a layer at once (layer-wise evaluation's whole-layer plan,
+    trainer/loop/plan.py): `adj`'s columns are rows of `inputs` (the previous layer's outputs) and its
+    `own_col` each target's own row, so no batch gathers its sources' rows. The same arithmetic as
+    `sage_layer` over batches of `chunk` targets, bit for bit: each target's sum runs over the same
+    entries in the same order, and the dense maps run on the same `chunk`-row blocks."""
+    lin_l, lin_r, num_dst = conv.lin_l, conv.lin_r, adj.num_dst
+    if lin_l.out_channels < lin_l.in_channels:  # narrowing: lin_l first, once for every input row
+        matrix = adj.kept_matrix(("mean", inputs.dtype), lambda: adj.matrix(mean_weights(adj, inputs.dtype)))
+        summed = torch.sparse.mm(matrix, F.linear(inputs, lin_l.weight))
+        own = inputs.index_select(0, adj.own_col)
+        blocks = (summed[s:s + chunk] + lin_r(own[s:s + chunk]) + (lin_l.bias if lin_l.bias is not None else 0.0)
+                  for s in range(0, num_dst, chunk))
+    else:
+        def side_by_side_matrix():
+            own_weights = torch.ones(num_dst, dtype=inputs.dtype)
+            return adj.matrix(mean_weights(adj, inputs.dtype), own_weights, own_row=True)
+        matrix = adj.kept_matrix(("side_by_side", inputs.dtype), side_by_side_matrix)
+        side_by_side = torch.sparse.mm(matrix, inputs).view(num_dst, 2 * inputs.size(1))
+        weight = torch.cat([lin_l.weight, lin_r.weight], 1)
+        blocks = (F.linear(side_by_side[s:s + chunk], weight, lin_l.bias) for s in range(0, num_dst, chunk))
+    out = torch.empty(num_dst, lin_l.out_channels, dtype=inputs.dtype)
+    for start, block in zip(range(0, num_dst, chunk), blocks):
+        out[start:start + block.size(0)] = F.normalize(block, p=2.0, dim=-1) if conv.normalize else block
+    return out
 
 
 class CSRProduct(torch.autograd.Function):
