@@ -66,8 +66,9 @@ class SamplerEntry:
                                 f"out (torch_geometric.loader.NeighborLoader draws every PyG option).")
         check_together(typed, weight_attr is not None, replace, disjoint, draws, temporal,
                        f"sampler {self.name}{where}")
-        if self.extra is not None:
-            require_extra(self.extra, f"sampler={self.name}")
+        if self.extra is not None:  # named as the door that asked names it
+            door = f"node_sampler='{self.name}'" if "node_sampler" in where else f"sampler={self.name}"
+            require_extra(self.extra, door)
 
     def draw_keywords(self, draws: str) -> dict:
         """How `draws` is asked of the sampler: `once=True` for per_node, where it draws both ways."""

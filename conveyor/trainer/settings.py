@@ -158,6 +158,7 @@ class ModelSettings(Section):
 
     def check(self) -> None:
         if self._target_ is None:
+            model_entry(self.name)  # an unknown built-in name: refused here, before any work
             if self.arguments:
                 raise ConveyorError(unknown_key_message(f"model.{next(iter(self.arguments))}",
                                                         [self.key(f.name) for f in dataclasses.fields(self)]))

@@ -63,7 +63,7 @@ def test_a_run_trains_without_the_extras_and_the_extras_are_named_where_asked_fo
 
     fused = without_extras(CLI, "data=cora", "sampler=fused", *common, f"run.out_dir={tmp_path / 'fused'}")
     assert fused.returncode == 2 and fused.stderr.count("\n") == 1, fused.stderr
-    assert fused.stderr.startswith("conveyor: error: sampler=fused (the fused Triton sampler) needs the "
+    assert fused.stderr.startswith("conveyor: error: sampler=fused needs the "
                                    "`triton` package, which conveyor installs only on request: pip install "
                                    "'conveyor[fused]'")
     assert not (tmp_path / "fused").exists()  # before any work

@@ -58,7 +58,7 @@ def assert_same_batches(async_batches, serial_batches):
 
 def serial_twin(settings, graph) -> SerialBatches:
     """The serial batch source of the same settings: the batches AsyncBatches must match."""
-    sampler = build_sampler("bsp", graph, [5, 5], seed=0)
+    sampler = build_sampler("bsp", graph, [5, 5], seed=0, draws=settings.sampler.draws)  # the run's draws
     return SerialBatches(graph, sampler, CacheSpec(settings.cache, settings.run.seed), "cpu")
 
 
@@ -329,7 +329,7 @@ def test_a_killed_stage_stops_the_run_with_a_clear_message(tmp_path, stage):
 
 def test_a_stage_exception_reaches_the_trainer_with_its_traceback(tmp_path):
     graph = feature_graph()
-    graph.indices[graph.indptr[5]] = graph.num_nodes + 7  # a neighbour id past the last node
+    graph.indices[graph.indptr[5]:graph.indptr[6]] = graph.num_nodes + 7  # neighbour ids past the last node
     source = async_source(pipeline_config(tmp_path, "cache=none"), graph)
     try:
         with pytest.raises(PipelineError) as error:

@@ -47,8 +47,9 @@ def load_dataset(name: str, root: str | Path | None = None, target: str | None =
     load = entry.loader()
     takes = tuple(p for p in inspect.signature(load).parameters if p not in ("name", "root"))
     check_options(entry.name, options, takes)
-    if not entry.root:  # custom reads data.path, not a root
-        return load(**({"path": root} if root is not None and options.get("path") is None else {}), **options)
+    if not entry.root:  # custom reads data.path (or the root given in its place), not a root
+        path = options.pop("path", None) or root
+        return load(path=None if path is None else Path(path).expanduser(), **options)
     if root is None:
         raise ConveyorError(f"dataset {entry.name!r} needs a root directory to keep its files in "
                             f"(data.root in the config).")
