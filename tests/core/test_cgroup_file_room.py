@@ -3,11 +3,11 @@ features and CSC) as room: they are dropped under pressure and read again, not a
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO, memory_cgroup
+
 LIMIT = 512 << 20
 FILE = 128 << 20
 
@@ -27,17 +27,6 @@ print(cgroup_room(), usage, stat["total_active_file"], stat["total_inactive_file
 """
 
 
-def child_cgroup(limit: int):
-    try:
-        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                   if ":memory:" in line)
-        folder = Path("/sys/fs/cgroup/memory") / own.lstrip("/") / f"conveyor-room-{os.getpid()}"
-        folder.mkdir()
-        (folder / "memory.limit_in_bytes").write_text(str(limit))
-        return folder
-    except (OSError, StopIteration):
-        return None
-
 
 def test_the_files_pages_a_cgroup_read_are_room_active_or_not(tmp_path):
     data = tmp_path / "x.bin"
@@ -46,7 +35,7 @@ def test_the_files_pages_a_cgroup_read_are_room_active_or_not(tmp_path):
     os.fsync(fd)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # out of the page cache: the cgroup's read charges it
     os.close(fd)
-    folder = child_cgroup(LIMIT)
+    folder = memory_cgroup(LIMIT)
     if folder is None:
         pytest.skip("needs root and a cgroup v1 memory controller")
     try:

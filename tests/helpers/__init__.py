@@ -24,6 +24,7 @@ from tests.helpers.common import (  # noqa: F401
     feature_graph,
     home_with_planetoid,
     make_config,
+    memory_cgroup,
     plant,
     power_law_graph,
     random_graph,

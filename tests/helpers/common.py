@@ -202,3 +202,17 @@ def users_project(folder):
 def record_worker(folder: str, worker_id: int) -> None:
     """A worker_init_fn (partial over `folder`): where it ran, with how many torch threads."""
     (Path(folder) / f"{worker_id}").write_text(f"{os.getpid()} {torch.get_num_threads()}")
+
+
+def memory_cgroup(limit: int) -> Path | None:
+    """A child memory cgroup (v1) of `limit` bytes under this process's own, or None where root may
+    not make one. The caller moves a process in (its `cgroup.procs`) and removes the folder after."""
+    try:
+        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                   if ":memory:" in line)
+        folder = Path("/sys/fs/cgroup/memory") / own.lstrip("/") / f"conveyor-test-{os.getpid()}"
+        folder.mkdir()
+        (folder / "memory.limit_in_bytes").write_text(str(limit))
+        return folder
+    except (OSError, StopIteration):
+        return None

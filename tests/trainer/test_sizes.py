@@ -8,7 +8,6 @@ What may still be allocated is psutil's available memory within the cgroup's lim
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ from conveyor.partition import Graph
 from conveyor.partition.datasets.synthetic import EDGE_PHASE, check_synthetic_room, generator_bytes
 from conveyor.pipeline.room import check_batch_room
 from conveyor.trainer.models.sizes import COPIES, check_model_size, least_model_bytes
-from tests.helpers import REPO, launch, refusal
+from tests.helpers import REPO, launch, memory_cgroup, refusal
 
 HUGE = 10**8  # a hidden width or feature count no machine holds a model of
 
@@ -98,23 +97,11 @@ def test_a_batch_beyond_the_memory_is_refused_before_it_is_drawn():
         check_batch_room(graph, [10**9], 2, "cpu", hidden=10**3)  # 2e9 edges' messages of 1,000 floats
 
 
-def _cgroup(limit: int) -> Path | None:
-    """A memory cgroup (v1) of `limit` bytes under this process's own, if root may make one."""
-    try:
-        own = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                   if ":memory:" in line)
-        folder = Path("/sys/fs/cgroup/memory") / own.lstrip("/") / f"conveyor-test-{os.getpid()}"
-        folder.mkdir()
-        (folder / "memory.limit_in_bytes").write_text(str(limit))
-        return folder
-    except (OSError, StopIteration):
-        return None
-
 
 def test_inside_a_memory_cgroup_its_limit_is_the_room(tmp_path):
     """The products-shaped graph at scale 0.2 needs ~0.6 GiB to generate: in a cgroup of 256 MiB
     the command is refused in one paragraph naming the cgroup's room, not killed by it."""
-    folder = _cgroup(256 << 20)
+    folder = memory_cgroup(256 << 20)
     if folder is None:
         pytest.skip("needs root and a cgroup v1 memory controller")
     try:
