@@ -24,7 +24,8 @@ from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from conveyor.core import ConveyorError
-from conveyor.loader.pyg_input import EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, X, as_tensor
+from conveyor.loader.adj_t import adjacency_edges, adjacency_layout, batch_adjacency, refuse_sparse
+from conveyor.loader.pyg_input import ADJ_T, EDGE, EDGE_INDEX, NODE, NUM_NODES, OTHER, X, as_tensor
 from conveyor.loader.repeated_seeds import directional_repeats
 from conveyor.loader.to_pyg import kept
 from conveyor.partition.attributes import E_ID
@@ -62,20 +63,13 @@ def hetero_graph_and_layout(data: HeteroData, leave_out: Tuple[str, ...] = ()) -
     for t, store in data.node_items():
         layout.node_keys[t] = []
         for key, value in ((k, v) for k, v in store.items() if k not in leave_out):
+            refuse_sparse(f"data[{t!r}].{key}", value)
             kind = NUM_NODES if key == NUM_NODES else _value_kind(store.is_node_attr(key), value, NODE)
             kind = X if kind == NODE and _is_features(key, value) and value.dtype == cached_dtype else kind
             layout.node_keys[t].append((key, kind))
             _keep(layout, t, key, kind, value, x if kind == X else node)
     for e, store in data.edge_items():
-        layout.edge_keys[e] = []
-        for key, value in ((k, v) for k, v in store.items() if k not in leave_out):
-            if key == "adj_t":
-                raise ConveyorError(f"data[{e!r}] holds adj_t, which conveyor's loader does not slice for a "
-                                    f"HeteroData; give its edges as edge_index, or use "
-                                    f"torch_geometric.loader.NeighborLoader.")
-            kind = EDGE_INDEX if key == EDGE_INDEX else _value_kind(store.is_edge_attr(key), value, EDGE)
-            layout.edge_keys[e].append((key, kind))
-            _keep(layout, e, key, kind, value, edges if kind == EDGE_INDEX else edge)
+        layout.edge_keys[e] = _edge_keys(layout, e, store, leave_out, edges, edge)
     for key, value in data._global_store.items():
         layout.global_keys.append(key)
         layout.others[(None, key)] = value
@@ -85,6 +79,38 @@ def hetero_graph_and_layout(data: HeteroData, leave_out: Tuple[str, ...] = ()) -
     layout.schema = graph.schema
     layout.x_widths = {t: int(v.size(1)) for (t, _), v in x.items()}
     return graph, layout
+
+
+def _edge_keys(layout: HeteroLayout, e, store, leave_out: Tuple[str, ...], edges: dict, edge: dict):
+    """One edge type's keys in order with their kinds; its edges kept in `edges` (adj_t's in its CSR
+    order where it has one, which PyG samples over edge_index: loader/adj_t.py), attributes in `edge`."""
+    keys, by_adjacency = [], ADJ_T in store
+    for key, value in ((k, v) for k, v in store.items() if k not in leave_out):
+        if key == ADJ_T:
+            layout.others[(e, key)] = adjacency_layout(value, f"data[{e!r}].adj_t")
+            edges[(e, EDGE_INDEX)], values = adjacency_edges(value)
+            if values is not None:  # the batch's adj_t values: an edge attribute, gathered by e_id
+                edge[(e, key)] = as_tensor(values, f"{e}.adj_t's values")
+            keys.append((key, ADJ_T))
+            continue
+        refuse_sparse(f"data[{e!r}].{key}", value)
+        kind = EDGE_INDEX if key == EDGE_INDEX else _value_kind(store.is_edge_attr(key), value, EDGE)
+        keys.append((key, kind))
+        if not (kind == EDGE_INDEX and by_adjacency):  # with adj_t, edge_index is the batch's edges
+            _keep(layout, e, key, kind, value, edges if kind == EDGE_INDEX else edge)
+    if by_adjacency:
+        _check_rows(e, keys, edge, edges[(e, EDGE_INDEX)].size(1))
+    return keys
+
+
+def _check_rows(e, keys: List[Tuple[str, str]], edge: dict, entries: int) -> None:
+    """Each edge attribute beside an adj_t has a row per adj_t entry (the edge's e_id is its place
+    in adj_t's order); a torch sparse adj_t sums parallel edges, so the rows may no longer match."""
+    for key in (k for k, kind in keys if kind == EDGE and edge[(e, k)].size(0) != entries):
+        raise ConveyorError(f"data[{e!r}].{key} has {edge[(e, key)].size(0)} rows but data[{e!r}].adj_t holds "
+                            f"{entries} entries (edges), so its rows cannot be cut by edge (a torch sparse adj_t "
+                            f"sums parallel edges into one entry); give the edges as a SparseTensor "
+                            f"(T.ToSparseTensor() with torch_sparse installed) or as edge_index.")
 
 
 def _is_features(key: str, value) -> bool:
@@ -194,7 +220,9 @@ def hetero_batch(prepared, layout: HeteroLayout, subgraph_type: str = "direction
     for r, edge_type in enumerate(schema.edge_types):
         store = data.get_edge_store(*edge_type)
         row, with_ids = rows[edge_type]
-        fill_edge_store(store, layout, edge_type, r, row, prepared, edges.masks[r] if with_ids else None, with_ids)
+        sizes = tuple(cut.per_type[schema.node_type(edge_type[i])] for i in (2, 0))  # adj_t's: targets, sources
+        fill_edge_store(store, layout, edge_type, r, row, prepared, edges.masks[r] if with_ids else None, with_ids,
+                        sizes)
         if with_ids and edges.e_id is not None:
             store.e_id = edges.e_id[r] - schema.edge_offsets[r]
         if subgraph_type == "directional":
@@ -269,10 +297,16 @@ def fill_node_store(store, layout: HeteroLayout, node_type: str, t: int, prepare
 
 
 def fill_edge_store(store, layout: HeteroLayout, edge_type, r: int, edge_index: Tensor, prepared,
-                    mask: Optional[Tensor], with_attrs: bool = True) -> None:
+                    mask: Optional[Tensor], with_attrs: bool = True, sizes: Tuple[int, int] = (0, 0)) -> None:
+    """One edge type's store of the batch; `sizes` (its destination and source types' node counts
+    in the batch) are its adj_t's, whose values are those of the kept edges (none without e_id, as PyG)."""
     for key, kind in layout.edge_keys[edge_type]:
         if kind == EDGE_INDEX:
             store.edge_index = edge_index
+        elif kind == ADJ_T:
+            values = prepared.edge_attrs.get(f"{r}/{key}") if with_attrs else None
+            store[key] = batch_adjacency(layout.others[(edge_type, key)], edge_index,
+                                         None if values is None else kept(values, mask), sizes)
         elif kind == EDGE:
             if with_attrs:
                 store[key] = kept(prepared.edge_attrs[f"{r}/{key}"], mask)

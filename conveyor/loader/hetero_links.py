@@ -19,10 +19,13 @@ from typing import Tuple
 
 import torch
 from torch import Tensor
+from torch_geometric.data import HeteroData
 
 from conveyor.core import ConveyorError
+from conveyor.loader.adj_t import SPARSE_TENSOR, adjacency_layout
 from conveyor.loader.hetero import HeteroLayout, hetero_batch
 from conveyor.loader.link_inputs import dense_pairs
+from conveyor.loader.pyg_input import as_tensor
 from conveyor.partition.hetero import EdgeType, Schema, TypedGraph
 
 
@@ -50,9 +53,10 @@ def canonical_edge_type(key, schema: Schema) -> EdgeType:
     return matches[0] if len(matches) == 1 else (key[0], "to", key[1])
 
 
-def typed_label_edges(edge_label_index, graph: TypedGraph) -> TypedLinks:
+def typed_label_edges(edge_label_index, graph: TypedGraph, data=None) -> TypedLinks:
     """PyG's heterogeneous edge_label_index (an edge type, or (edge type, [2, P] type-local ids or
-    None)) as links of the typed graph; None or no index: every edge of that type, in its order."""
+    None)) as links of the typed graph; None or no index: every edge of that type, in its order
+    (`every_link`: the HeteroData `data`'s edge_index where it holds adj_t too)."""
     if edge_label_index is None or isinstance(edge_label_index, Tensor):
         raise ConveyorError("a HeteroData's edge_label_index names the links' edge type: ('user', 'rates', 'movie') "
                             "for all of its edges, or (edge_type, [2, P] links in each type's own ids).")
@@ -68,13 +72,29 @@ def typed_label_edges(edge_label_index, graph: TypedGraph) -> TypedLinks:
         if edge_type not in schema.edge_types:
             raise ConveyorError(f"edge_label_index names the edge type {edge_type!r}, which the graph does not have "
                                 f"(its edge types: {list(schema.edge_types)}); give its links as (edge_type, index).")
-        local = graph.relation_edges()[schema.edge_types.index(edge_type)]
+        local = every_link(data, edge_type, graph)
     else:
         local = checked_index(index, edge_type, schema)
     firsts = [schema.offsets[schema.node_type(edge_type[i])] for i in (0, 2)]
     counts = [schema.node_counts[schema.node_type(edge_type[i])] for i in (0, 2)]
     edges = local + torch.tensor(firsts).view(2, 1)
     return TypedLinks(edge_type, edges, local, (firsts[0], counts[0]), (firsts[1], counts[1]))
+
+
+def every_link(data, edge_type: EdgeType, graph: TypedGraph) -> Tensor:
+    """Every edge of `edge_type` as PyG's LinkLoader takes them, `data[edge_type].edge_index`: the
+    data's own where it has one, else a SparseTensor adj_t's edges in its order (what PyG's
+    EdgeStorage gives, and the typed graph's relation edges). A torch sparse adj_t alone is refused
+    (PyG's loader fails on it: no edge_index)."""
+    store = data[edge_type] if isinstance(data, HeteroData) and edge_type in data.edge_types else None
+    if store is not None and "adj_t" in store and "edge_index" in store:
+        return as_tensor(store.edge_index, f"data[{edge_type!r}].edge_index")
+    if store is not None and "adj_t" in store and adjacency_layout(store.adj_t) != SPARSE_TENSOR:
+        raise ConveyorError(f"edge_label_index names the edge type {edge_type!r} alone, whose edges the data "
+                            f"holds as a torch sparse adj_t without edge_index (PyG's LinkNeighborLoader reads "
+                            f"the links from edge_index, and fails); give them as (edge_type, index), or keep "
+                            f"edge_index (T.ToSparseTensor(remove_edge_index=False)).")
+    return graph.relation_edges()[graph.schema.edge_types.index(edge_type)]
 
 
 def checked_index(index, edge_type: EdgeType, schema: Schema) -> Tensor:

@@ -106,7 +106,7 @@ class LinkNeighborLoader(PyGLoader, PyGLinkNeighborLoader):
         typed graph's links kept as `self.links` (loader/hetero_links.py)."""
         if not is_typed(graph):
             return label_edges(edge_label_index, data, graph), ((0, graph.num_nodes), (0, graph.num_nodes))
-        self.links = typed_label_edges(edge_label_index, graph)
+        self.links = typed_label_edges(edge_label_index, graph, data)
         return self.links.edges, (self.links.src_nodes, self.links.dst_nodes)
 
     def to_data(self, prepared, positions: Tensor):

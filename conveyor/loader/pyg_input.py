@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from conveyor.core import ConveyorError
-from conveyor.loader.adj_t import adjacency_edges, adjacency_layout
+from conveyor.loader.adj_t import adjacency_edges, adjacency_layout, refuse_sparse
 from conveyor.partition import Graph
 
 X, NODE, EDGE, EDGE_INDEX, NUM_NODES, OTHER = "x", "node", "edge", "edge_index", "num_nodes", "other"
@@ -96,6 +96,7 @@ def kind_of(data, key: str, value) -> str:
     """What `key` of a PyG Data is to a batch (BatchLayout's kinds), as PyG's filter_data decides."""
     if key in (EDGE_INDEX, NUM_NODES, ADJ_T):
         return key
+    refuse_sparse(f"data.{key}", value)
     if not isinstance(value, (Tensor, np.ndarray)):
         return OTHER
     if data.is_edge_attr(key):

@@ -103,6 +103,9 @@ def with_repeated_typed_seeds(data, seeds: Tensor, layout, input_type: str):
     every seed in its place as `seeds` (type-local ids) gives them: the same placement as
     `with_repeated_seeds`, on the input type's nodes and on every edge type that reaches them
     (hop-1 edges into the seeds once per copy, every other index into the type renumbered)."""
+    if any(kind == ADJ_T for keys in layout.edge_keys.values() for _, kind in keys):
+        raise ConveyorError("a HeteroData batch holds a seed more than once, which conveyor's loader places for "
+                            "edge_index but not for adj_t; give each seed once, or the edge types as edge_index.")
     store = data[input_type]
     distinct = int(store.batch_size)
     copy_of = place_in(store.n_id[:distinct], seeds.to(store.n_id.device))

@@ -40,7 +40,7 @@ def sliced_data(prepared, layout: BatchLayout, hop_counts: bool = True) -> Data:
               EDGE: lambda key: kept(prepared.edge_attrs[key], mask), EDGE_INDEX: lambda key: edge_index,
               NUM_NODES: lambda key: batch.n_id.numel(), OTHER: lambda key: layout.others[key],
               ADJ_T: lambda key: batch_adjacency(layout.others[key], edge_index, kept_or_none(prepared, key, mask),
-                                                 batch.n_id.numel())}
+                                                 (batch.n_id.numel(),) * 2)}
     data = Data()
     for key, kind in layout.keys:
         data[key] = values[kind](key)
