@@ -11,7 +11,9 @@ import torch_geometric.transforms as T
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader as PyGLinkNeighborLoader
 from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+from torch_geometric.nn import HeteroConv, SAGEConv
 from torch_geometric.typing import SparseTensor
+from torch_geometric.utils import trim_to_layer
 
 from conveyor import LinkNeighborLoader, NeighborLoader
 from conveyor.core import ConveyorError
@@ -108,6 +110,35 @@ def test_adj_t_is_the_edge_index_batchs_edges_transposed_and_seeded(pipeline):
                            if x is not None)
         assert b[CITES].adj_t.has_value() and "edge_weight" not in adj[CITES]
         assert torch.equal(adj[WRITES].edge_attr, b[WRITES].edge_attr)
+
+
+def layers(convs, x, adjacency, batch, trim: bool):
+    """hetero/hierarchical_sage.py's forward: each layer over the batch, trimmed (PyG's
+    trim_to_layer, by the batch's num_sampled_* counts) or whole."""
+    for i, conv in enumerate(convs):
+        if trim:
+            x, adjacency, _ = trim_to_layer(i, batch.num_sampled_nodes_dict, batch.num_sampled_edges_dict, x,
+                                            adjacency)
+        x = {key: value.relu() for key, value in conv(x, adjacency).items()}
+    return x["paper"][:batch["paper"].batch_size]
+
+
+def test_pygs_trim_to_layer_gives_the_same_over_adj_t_as_over_edge_index():
+    """A batch's adj_t and its counts serve PyG's trim_to_layer (as hierarchical_sage.py
+    --use-sparse-tensor uses them): the seeds' outputs over adj_t, trimmed, are those over the
+    batch's edge_index, trimmed or whole."""
+    data = typed_graph()
+    del data[CITES].edge_weight  # SAGEConv would weigh by adj_t's values; edge_index has none
+    data = T.ToSparseTensor(remove_edge_index=False)(data)
+    torch.manual_seed(0)
+    widths = {"paper": 4, "author": 3}
+    convs = [HeteroConv({e: SAGEConv((widths[e[0]], widths[e[2]]), 8) for e in data.edge_types}),
+             HeteroConv({e: SAGEConv(8, 8) for e in data.edge_types})]
+    for batch in sampled(data, "serial"):
+        x = batch.x_dict
+        whole = layers(convs, x, batch.edge_index_dict, batch, trim=False)
+        assert torch.allclose(layers(convs, x, batch.edge_index_dict, batch, trim=True), whole, atol=1e-5)
+        assert torch.allclose(layers(convs, x, batch.adj_t_dict, batch, trim=True), whole, atol=1e-5)
 
 
 @pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_csc])
