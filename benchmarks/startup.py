@@ -160,7 +160,9 @@ def release_meta(module: str, args, argv) -> dict:
     return {"command": f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:]),
             "run": "python launch.py " + args.args, "previous": args.previous, "this": git_head(),
             "python": sys.executable, "cpu": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "load_1min_at_start": os.getloadavg()[0], "rounds": args.rounds}
+            "cpu_count": os.cpu_count(), "load_1min_at_start": os.getloadavg()[0], "rounds": args.rounds,
+            # what both releases' OpenMP threads start with (this release sets OMP_WAIT_POLICY itself, when unset)
+            "openmp_env": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}}
 
 
 def table(runs: dict) -> dict:

@@ -16,8 +16,18 @@ The stages are this package's subpackages, each a folder of `conveyor/` (`convey
 `conveyor.trainer`, `conveyor.compare`) and its configs `conveyor.conf`; a checkout also shows each
 at its root as a link (docs/design.md section 1). Nothing but `conveyor` is a top-level name: a
 user's own `trainer.py` shadows nothing."""
-from conveyor.core import ConveyorError
-from conveyor.partition import Graph
+import os
+
+# Before torch loads its OpenMP runtime (libgomp reads this once): a thread waiting at the end of a
+# parallel region sleeps instead of spinning. torch's threads share the cores with the pipeline's
+# stage processes and any other work; spinning, they took a core another thread needed: on the
+# shared 2-core machine a training step cost 1.5 s of CPU instead of 0.45 s, so steps ran about
+# twice as slow (benchmarks/results/eval_share_cpu_notes.md). The same arithmetic either way; a
+# policy the user set stays. Only where conveyor is imported before torch (the conveyor command).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from conveyor.core import ConveyorError  # noqa: E402  (after the policy above)
+from conveyor.partition import Graph  # noqa: E402
 
 __all__ = ["ConveyorError", "Graph", "HGTLoader", "LinkNeighborLoader", "NeighborLoader", "TrainResult", "fit", "load",
            "predict"]

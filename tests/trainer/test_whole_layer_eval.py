@@ -1,7 +1,8 @@
 """Layer-wise evaluation by whole layers (trainer/loop/plan.py's WholeLayerPlan,
 trainer/models/sparse.py's `sage_whole_layer`) gives the figures the batch-by-batch plans gave, bit
 for bit: the same logits as the kept LayerwisePlan and the async pipeline's PipelinePlan, and the
-same losses and accuracies in a run at a fixed seed as that run evaluated the earlier way."""
+same losses and accuracies in a run at a fixed seed (serial and async) as that run evaluated the
+earlier way."""
 import json
 
 import pytest
@@ -73,10 +74,18 @@ def test_which_models_and_runs_take_whole_layers(cora):
     assert not runs_whole_layers(sage_model, cora, torch.device("meta"))
 
 
-def test_a_runs_figures_are_the_ones_the_batches_gave(tmp_path, monkeypatch, data_root, pipeline="serial"):
+@pytest.mark.parametrize("pipeline", ["serial", "async"])
+def test_a_runs_figures_are_the_ones_the_batches_gave(tmp_path, monkeypatch, data_root, pipeline):
     """The same run at seed 0, evaluated by whole layers and (the switch turned off) batch by batch
-    as before: every epoch's loss, validation and test figures the same, to the last bit. Serial
-    only: an async run keeps the pipeline's plan (trainer/loop/evaluation.py says why)."""
+    as before (async: the batches drawn by the stage processes, PipelinePlan): every epoch's loss,
+    validation and test figures the same, to the last bit."""
+    plans = []
+
+    class Counted(WholeLayerPlan):
+        def __init__(self, *args):
+            plans.append(self)
+            super().__init__(*args)
+
     def figures(name):
         out = tmp_path / name
         train(make_config("data=cora", f"data.root={data_root}", "model=sage", f"pipeline={pipeline}",
@@ -84,6 +93,9 @@ def test_a_runs_figures_are_the_ones_the_batches_gave(tmp_path, monkeypatch, dat
         history = json.loads((out / "metrics.json").read_text())["epochs"]
         return [{k: e[k] for k in ("loss", "val_acc", "val_loss", "test_acc", "test_loss")} for e in history]
 
+    monkeypatch.setattr(evaluation, "WholeLayerPlan", Counted)
     whole = figures("whole")
+    assert len(plans) == 1 and all(a is not None for a in plans[0].adjacencies)  # made once, used by every evaluation
     monkeypatch.setattr(evaluation, "runs_whole_layers", lambda *args: False)
     assert figures("batches") == whole
+    assert len(plans) == 1

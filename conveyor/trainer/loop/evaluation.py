@@ -43,17 +43,15 @@ def sampled_figures(run, splits: dict) -> Figures:
 
 
 def layerwise_figures(run, splits: dict) -> Figures:
-    """One layer-wise pass for all splits' nodes together, with a progress bar: its batches drawn and
-    gathered by the async pipeline's processes, or, in serial, whole layers at once where the model
-    can, else batches planned at the first pass, kept for the run (trainer/loop/plan.py). Whole
-    layers stay out of async runs: beside the stage processes, training after such an evaluation
-    measured slower, not yet explained (benchmarks/results/eval_share_cpu_notes.md)."""
+    """One layer-wise pass for all splits' nodes together, with a progress bar: whole layers at once
+    where the model can (serial or async: no batch goes through the stages), else its batches drawn
+    and gathered by the async pipeline's processes, or, in serial, planned at the first pass and
+    kept for the run (trainer/loop/plan.py)."""
     nodes, trainer = torch.cat(list(splits.values())), run.settings.trainer
     feature_dtype = parse_dtype(run.settings.cache.dtype, None)
     if run.eval_plan is None:
         args = (run.graph, nodes, run.model.num_layers, trainer.eval_batch_size)
-        whole = not run.source.asynchronous and runs_whole_layers(run.model, run.graph, run.ctx.device,
-                                                                  run.precision.autocast, feature_dtype)
+        whole = runs_whole_layers(run.model, run.graph, run.ctx.device, run.precision.autocast, feature_dtype)
         run.eval_plan = (WholeLayerPlan(*args) if whole else PipelinePlan(run.source, *args)
                          if run.source.asynchronous else LayerwisePlan(*args))
     logits = layerwise_logits(run.model, run.graph, nodes, trainer.eval_batch_size, run.ctx.device,
