@@ -44,6 +44,7 @@ from conveyor.partition.datasets import load_dataset
 from conveyor.partition.hetero import EDGE_TYPE, flat_features
 from conveyor.samplers import build_sampler
 from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.dropout import relu_dropout
 from conveyor.trainer.models.hetero import RGCN, HeteroBasicGNN, TypedGNN, feature_widths, key, wrap_typed
 from conveyor.trainer.models.sampled import SampledGNN
 
@@ -75,7 +76,7 @@ class StockRGCN(RGCN):
             mean = scatter(x[src].index_select(0, edges[0]), edges[1], 0, dim_size=num_dst[dst], reduce="mean")
             out[dst] = out[dst] + self.rel[layer][key(edge_type)](mean)
         if layer < self.num_layers - 1:
-            out = {t: F.dropout(F.relu(v), self.dropout, self.training) for t, v in out.items()}
+            out = {t: relu_dropout(v, self.dropout, self.training, self.fast_dropout) for t, v in out.items()}
         return out
 
 
@@ -114,10 +115,11 @@ def typed_twins(kind: str, graph, hidden: int, num_layers: int, seed: int):
     embedding = max(widths.values())
     if kind == "rgcn":
         inputs = {t: widths.get(t, embedding) for t in schema.node_types}
-        ours = TypedGNN(RGCN(metadata, inputs, hidden, classes, num_layers), schema, widths, embedding)
+        ours = TypedGNN(RGCN(metadata, inputs, hidden, classes, num_layers, fast_dropout=True), schema, widths,
+                        embedding)
     else:
         ours = wrap_typed(to_hetero(GraphSAGE((-1, -1), hidden, num_layers, classes, dropout=0.5), metadata,
-                                    aggr="sum"), graph, embedding)
+                                    aggr="sum"), graph, embedding, fast_dropout=True)
         assert isinstance(ours, TypedGNN), "to_hetero(GraphSAGE) runs layer by layer"
     stock = copy.deepcopy(ours)
     stock.inner.__class__ = StockRGCN if kind == "rgcn" else StockHeteroBasicGNN  # the same modules, PyG's sums
