@@ -55,6 +55,8 @@ TYPED = ("hetero-sage", "rgcn")
 class StockHeteroBasicGNN(HeteroBasicGNN):
     """to_hetero's layer as before the CSR products: each relation's SAGEConv by PyG's own forward."""
 
+    takes_adjacency = False
+
     def typed_layer(self, layer, x, num_dst, edge_index):
         convs, out = self.module.convs[layer], {}
         for edge_type, edges in edge_index.items():
@@ -68,6 +70,8 @@ class StockHeteroBasicGNN(HeteroBasicGNN):
 
 class StockRGCN(RGCN):
     """R-GCN's layer as before the CSR products: each relation's mean by PyG's scatter."""
+
+    takes_adjacency = False
 
     def typed_layer(self, layer, x, num_dst, edge_index):
         out = {t: self.root[layer][t](x[t][:num_dst[t]]) for t in self.node_types if t in x}

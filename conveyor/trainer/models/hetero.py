@@ -35,7 +35,13 @@ from conveyor.partition.hetero import Schema, TypeCut, TypedGraph, split_flat
 from conveyor.trainer.model_registry import model_entry
 from conveyor.trainer.models.adapter import first_of_each
 from conveyor.trainer.models.dropout import dropout, relu_dropout
-from conveyor.trainer.models.sparse import bipartite_sage_layer, sum_of_linear_means, summable_sage, summed_sage_layers
+from conveyor.trainer.models.sparse import (
+    Adjacency,
+    bipartite_sage_layer,
+    sum_of_linear_means,
+    summable_sage,
+    summed_sage_layers,
+)
 
 EMBEDDING_DIM = 64  # a featureless node type's learned embedding, where the settings give no width
 
@@ -67,15 +73,20 @@ class RGCN(nn.Module):
                           "out_channels": out_channels, "num_layers": num_layers, "dropout": dropout,
                           "fast_dropout": fast_dropout}
 
+    takes_adjacency = True  # TypedGNN hands typed_layer each relation's CSR structure
+
     def typed_layer(self, layer: int, x: Dict[str, Tensor], num_dst: Dict[str, int],
-                    edge_index: Dict[tuple, Tensor]) -> Dict[str, Tensor]:
+                    edge_index: Dict[tuple, Tensor], adjacency: Dict[tuple, Adjacency] | None = None
+                    ) -> Dict[str, Tensor]:
         """Each type's root map plus its relations' maps of their means, accumulated in one output
-        (trainer/models/sparse.py `sum_of_linear_means`: CSR products on the CPU)."""
-        into, out = relations_into(edge_index), {}
+        (trainer/models/sparse.py `sum_of_linear_means`: CSR products on the CPU; `adjacency`: each
+        relation's CSR structure, else made here)."""
+        into, out, adjacency = relations_into(edge_index), {}, adjacency or {}
         for t in self.node_types:
             if t in x:
                 root = self.root[layer][t]
-                relations = [(x[e[0]], edges, self.rel[layer][key(e)].weight) for e, edges in into.get(t, [])]
+                relations = [(x[e[0]], edges, self.rel[layer][key(e)].weight, adjacency.get(e))
+                             for e, edges in into.get(t, [])]
                 out[t] = sum_of_linear_means(relations, x[t][:num_dst[t]], root.weight, root.bias)
         if layer < self.num_layers - 1:
             out = {t: relu_dropout(v, self.dropout, self.training, self.fast_dropout) for t, v in out.items()}
@@ -99,17 +110,20 @@ class HeteroBasicGNN(nn.Module):
     def num_layers(self) -> int:
         return len(self.module.convs)
 
+    takes_adjacency = True  # TypedGNN hands typed_layer each relation's CSR structure
+
     def typed_layer(self, layer: int, x: Dict[str, Tensor], num_dst: Dict[str, int],
-                    edge_index: Dict[tuple, Tensor]) -> Dict[str, Tensor]:
+                    edge_index: Dict[tuple, Tensor], adjacency: Dict[tuple, Adjacency] | None = None
+                    ) -> Dict[str, Tensor]:
         """to_hetero's sum over the relations into each type of their convs' outputs: for plain
-        SAGEConvs one output with the root map once (sparse.py `summed_sage_layers`), else conv
-        by conv (`bipartite_sage_layer`)."""
-        convs, out = self.module.convs[layer], {}
+        SAGEConvs one output with the root map once (sparse.py `summed_sage_layers`; `adjacency`:
+        each relation's CSR structure, else made there), else conv by conv (`bipartite_sage_layer`)."""
+        convs, out, adjacency = self.module.convs[layer], {}, adjacency or {}
         for dst, relations in relations_into(edge_index).items():
             x_dst, typed_convs = x[dst][:num_dst[dst]], [convs[key(e)] for e, _ in relations]
             if all(summable_sage(conv) for conv in typed_convs):
-                out[dst] = summed_sage_layers(typed_convs, [x[e[0]] for e, _ in relations],
-                                              [edges for _, edges in relations], x_dst)
+                sources = [(x[e[0]], edges, adjacency.get(e)) for e, edges in relations]
+                out[dst] = summed_sage_layers(typed_convs, sources, x_dst)
                 continue
             for conv, (edge_type, edges) in zip(typed_convs, relations):
                 y = bipartite_sage_layer(conv, x[edge_type[0]], x_dst, edges)
@@ -176,11 +190,20 @@ class TypedGNN(nn.Module):
 
     def forward(self, x: Tensor, layers, n_id: Tensor, edge_type: Sequence[Tensor]) -> Tensor:
         """`x`: the batch's flat typed features; `layers`: (edge_index, num_src, num_dst) per layer,
-        hop L's first; `edge_type`: each layer's edges' relations. One row per seed."""
-        layers = list(layers)
+        hop L's first; `edge_type`: each layer's edges' relations. One row per seed. Between layers
+        each type's rows stay apart: a layer's targets of a type are the next layer's sources of
+        that type, in the same order (n_id's), so only the last layer's go back in n_id order."""
+        layers, states, cut = list(layers), None, None
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
-            x = self.inference_per_layer(i, x, edge_index, num_dst, n_id[:num_src], edge_type[i])
-        return x
+            if cut is None or cut.n_id.numel() != num_src:
+                cut = TypeCut(self.schema, n_id[:num_src])
+            inputs = self.typed_input(x, cut) if states is None else {
+                t: states[t][:n] for t, n in zip(self.schema.node_types, cut.per_type)}
+            targets = TypeCut(self.schema, n_id[:num_dst])
+            out = self.run_layer(i, inputs, cut, targets.per_type, edge_index, edge_type[i])
+            if i == len(layers) - 1:
+                return in_batch_order(out, cut, targets.per_type, num_dst, self.schema)
+            states, cut = every_type(out, targets.per_type, self.schema), targets
 
     def inference_per_layer(self, layer: int, x: Tensor, edge_index: Tensor, batch_size: int, n_id: Tensor,
                             edge_type: Tensor) -> Tensor:
@@ -190,16 +213,53 @@ class TypedGNN(nn.Module):
         inputs = self.typed_input(x, cut) if layer == 0 else {
             t: x.index_select(0, cut.positions(i)) for i, t in enumerate(self.schema.node_types)}
         targets = TypeCut(self.schema, n_id[:batch_size]).per_type
-        num_dst = dict(zip(self.schema.node_types, targets))
-        edges = dict(zip(self.schema.edge_types, cut.edges(edge_index, edge_type.long())))
-        out = self.inner.typed_layer(layer, inputs, num_dst, edges)
+        out = self.run_layer(layer, inputs, cut, targets, edge_index, edge_type)
         return in_batch_order(out, cut, targets, batch_size, self.schema)
+
+    def run_layer(self, layer: int, inputs: Dict[str, Tensor], cut: TypeCut, targets: List[int],
+                  edge_index: Tensor, edge_type: Tensor) -> Dict[str, Tensor]:
+        """The inner model's typed layer on the sources `cut` to the first `targets` of each type;
+        a built-in (`takes_adjacency`) gets each relation's CSR structure too (`relation_edges`)."""
+        edges, adjacency = relation_edges(cut, targets, edge_index, edge_type, self.schema)
+        num_dst = dict(zip(self.schema.node_types, targets))
+        if getattr(self.inner, "takes_adjacency", False):
+            return self.inner.typed_layer(layer, inputs, num_dst, edges, adjacency=adjacency)
+        return self.inner.typed_layer(layer, inputs, num_dst, edges)
 
     def typed_input(self, x: Tensor, cut: TypeCut) -> Dict[str, Tensor]:
         """The layer-0 states of each type: its rows of the flat features, or its embeddings."""
         rows = split_flat(x, cut.per_type, [self.widths.get(t) for t in self.schema.node_types])
         return {node_type: rows[t] if t in rows else self.embeddings[node_type](cut.nodes(t))
                 for t, node_type in enumerate(self.schema.node_types)}
+
+
+def relation_edges(cut: TypeCut, targets: List[int], edge_index: Tensor, edge_type: Tensor,
+                   schema: Schema) -> tuple:
+    """Each relation's edges of `edge_index` (batch ids) as type-local ids, grouped by target, and
+    their CSR structures (sparse.py `Adjacency`), by edge type: one stable sort by relation, then
+    target (the targets are n_id's first, so a type's batch order is its local order), where
+    cutting by relation then sorting each relation's edges took one sort more per relation."""
+    relation, num_targets = edge_type.long(), sum(targets)
+    sort_key = relation * num_targets + edge_index[1]
+    order = torch.argsort(sort_key.int() if len(schema.edge_types) * num_targets < 2 ** 31 else sort_key, stable=True)
+    local = cut.rank.index_select(0, edge_index.index_select(1, order).reshape(-1)).view(2, -1)
+    counts = torch.bincount(relation, minlength=len(schema.edge_types)).tolist()
+    index = {t: i for i, t in enumerate(schema.node_types)}
+    edges, adjacency = {}, {}
+    for edge_type_, pairs in zip(schema.edge_types, local.split(counts, 1)):
+        src, _, dst = edge_type_
+        crow = torch.zeros(targets[index[dst]] + 1, dtype=torch.long, device=pairs.device)
+        torch.cumsum(torch.bincount(pairs[1], minlength=targets[index[dst]]), 0, out=crow[1:])
+        edges[edge_type_] = pairs
+        adjacency[edge_type_] = Adjacency(crow, pairs[0], None, cut.per_type[index[src]])
+    return edges, adjacency
+
+
+def every_type(out: Dict[str, Tensor], targets: List[int], schema: Schema) -> Dict[str, Tensor]:
+    """A layer's outputs as the next layer's sources: each type's rows (a type no relation
+    reaches: zeros, as `in_batch_order` gives it)."""
+    some = next(iter(out.values()))
+    return {t: out[t] if t in out else some.new_zeros(n, some.size(1)) for t, n in zip(schema.node_types, targets)}
 
 
 def in_batch_order(out: Dict[str, Tensor], cut: TypeCut, targets: List[int], batch_size: int,

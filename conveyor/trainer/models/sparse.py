@@ -238,20 +238,20 @@ def linear_of_mean(x_src: Tensor, edge_index: Tensor, num_dst: int, weight: Tens
 
 
 def sum_of_linear_means(relations: list, x_dst: Tensor, root_weight: Tensor, bias: Tensor | None) -> Tensor:
-    """F.linear(x_dst, root_weight, bias) + the sum over `relations` ((x_src, edge_index, weight)
-    each, into x_dst's targets) of F.linear(mean of the sources, weight): a destination type's
-    typed layer (R-GCN's; to_hetero's SAGEConvs summed, their root weights and biases summed
-    first, trainer/models/hetero.py). Each relation's term accumulates in place into one output
-    (no sum of separate outputs), its mean by a CSR product (`linear_of_mean`'s choice of order);
-    a relation without edges here adds nothing."""
+    """F.linear(x_dst, root_weight, bias) + the sum over `relations` ((x_src, edge_index, weight,
+    its Adjacency or None) each, into x_dst's targets) of F.linear(mean of the sources, weight): a
+    destination type's typed layer (R-GCN's; to_hetero's SAGEConvs summed, their root weights and
+    biases summed first, trainer/models/hetero.py). Each relation's term accumulates in place into
+    one output (no sum of separate outputs), its mean by a CSR product (`linear_of_mean`'s choice
+    of order); a relation without edges here adds nothing."""
     out = F.linear(x_dst, root_weight, bias)
-    for x_src, edge_index, weight in relations:
+    for x_src, edge_index, weight, adj in relations:
         if not can_sum_sparse(x_src):  # elsewhere PyG's gather and scatter, summed as to_hetero sums
             out = out + linear_of_mean(x_src, edge_index, x_dst.size(0), weight)
             continue
         if edge_index.size(1) == 0:
             continue
-        adj = adjacency(edge_index, x_dst.size(0), x_src.size(0))
+        adj = adj or adjacency(edge_index, x_dst.size(0), x_src.size(0))
         values = mean_weights(adj, x_src.dtype)
         if linear_first(x_src.size(0), adj.num_dst, adj.col.numel(), weight.size(1), weight.size(0)):
             out = out.add_(CSRProduct.apply(F.linear(x_src, weight), adj, values))
@@ -286,15 +286,16 @@ def summable_sage(conv) -> bool:
     return not lazy and is_plain_sage(conv) and not conv.normalize
 
 
-def summed_sage_layers(convs: list, sources: list, edges: list, x_dst: Tensor) -> Tensor:
-    """sum_r convs[r]((sources[r], x_dst), edges[r]) for `summable_sage` convs into one node type
-    (to_hetero's aggr="sum"): sum_r lin_l_r(mean_r) + (sum_r W_root_r) x_dst + sum_r b_r, so the
-    root map runs once, not once per relation (`sum_of_linear_means`)."""
+def summed_sage_layers(convs: list, relations: list, x_dst: Tensor) -> Tensor:
+    """sum_r convs[r]((x_src_r, x_dst), edge_index_r) for `summable_sage` convs into one node type
+    (to_hetero's aggr="sum"; `relations`: (x_src, edge_index, its Adjacency or None) each):
+    sum_r lin_l_r(mean_r) + (sum_r W_root_r) x_dst + sum_r b_r, so the root map runs once, not
+    once per relation (`sum_of_linear_means`)."""
     root = torch.stack([conv.lin_r.weight for conv in convs]).sum(0)
     biases = [conv.lin_l.bias for conv in convs if conv.lin_l.bias is not None]
     bias = torch.stack(biases).sum(0) if biases else None
-    relations = [(x_src, e, conv.lin_l.weight) for conv, x_src, e in zip(convs, sources, edges)]
-    return sum_of_linear_means(relations, x_dst, root, bias)
+    return sum_of_linear_means([(x_src, e, conv.lin_l.weight, adj) for conv, (x_src, e, adj) in zip(convs, relations)],
+                               x_dst, root, bias)
 
 
 def gcn_batch_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, edge_weight: Tensor | None = None,
