@@ -197,8 +197,9 @@ class TypedGNN(nn.Module):
         for i, (edge_index, num_src, num_dst) in enumerate(layers):
             if cut is None or cut.n_id.numel() != num_src:
                 cut = TypeCut(self.schema, n_id[:num_src])
-            inputs = self.typed_input(x, cut) if states is None else {
-                t: states[t][:n] for t, n in zip(self.schema.node_types, cut.per_type)}
+            inputs = self.typed_input(x, cut) if states is None else {  # a whole slice costs a copy in backward
+                t: states[t] if states[t].size(0) == n else states[t][:n] for t, n in zip(self.schema.node_types,
+                                                                                          cut.per_type)}
             targets = TypeCut(self.schema, n_id[:num_dst])
             out = self.run_layer(i, inputs, cut, targets.per_type, edge_index, edge_type[i])
             if i == len(layers) - 1:
