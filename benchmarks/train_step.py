@@ -8,8 +8,12 @@ the typed models (`hetero-sage`: to_hetero(GraphSAGE), `rgcn`: R-GCN, trainer/mo
 The typed rows run on the ogbn-mag-shaped synthetic graph (`synthetic_mag` at --typed-scale; the
 seeds papers, drawn by bsp relation by relation), each model as the trainer runs it (`TypedGNN`, hop
 by hop, a featureless type's embedding too) against a copy with the same weights whose layers sum
-as before, by PyG's own: each to_hetero relation's `SAGEConv` forward, R-GCN's means by PyG's
-`scatter` (gather every edge's source row, scatter into the targets).
+as before, by PyG's own: each to_hetero relation's `SAGEConv` forward (summed per destination type
+as to_hetero sums them), R-GCN's means by PyG's `scatter` (gather every edge's source row, scatter
+into the targets). There is no typed GCN row: PyG's to_hetero(GCN) refuses GCNConv on a typed
+graph (its self-loops on any relation "lead to incorrect message passing", and without them
+GCNConv takes no bipartite (x_src, x_dst) inputs, which every to_hetero relation hands it); R-GCN,
+the relational GCN, is the typed graph's GCN-like model.
 
 Batches of the synthetic products-shaped graph (--fanouts, --batch-size seeds, drawn by bsp). Per
 model, two with the same initial weights: conveyor's `SampledGNN` and PyG's stock
@@ -19,8 +23,10 @@ models had before, so the two differ only in the layers' sums). Their outputs on
 are checked equal (1e-4) before anything is timed. A step: forward, cross-entropy on the seeds,
 backward, an Adam step; both use conveyor's dropout masks (the built-in models' default). The two
 alternate, --rounds rounds of one step on each batch each, after an untimed round; the median
-round, its range, and the median of the rounds' ratios (conveyor / stock layers) are reported.
-Each row says its thread count and the 1-minute load average when it started. Writes JSON and a
+round, its range, and the median of the rounds' ratios (conveyor / stock layers) are reported, by
+the wall clock and by the process's CPU time (on a shared machine the wall clock also counts other
+processes' turns on the cores). Each row says its thread count and the 1-minute load average when
+it started and ended. Writes JSON and a
 Markdown table (default benchmarks/results/train_step_cpu_s<scale>.json, .md).
 """
 from __future__ import annotations
@@ -146,15 +152,16 @@ def same_outputs(ours, stock, batch) -> float:
     return gap
 
 
-def round_of_steps(model, optimizer, batches) -> float:
-    """Seconds for one training step on each batch."""
-    start = time.perf_counter()
+def round_of_steps(model, optimizer, batches) -> tuple:
+    """Seconds for one training step on each batch: wall-clock, and this process's CPU time (on a
+    shared machine the wall clock also counts the time other processes held the cores)."""
+    start, cpu = time.perf_counter(), time.process_time()
     for batch in batches:
         loss = F.cross_entropy(call(model, batch), batch["y"])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def measure(kind: str, graph, batches, args, threads: int) -> dict:
@@ -168,16 +175,19 @@ def measure(kind: str, graph, batches, args, threads: int) -> dict:
         raise SystemExit(f"{kind}: conveyor's and the stock layers' outputs differ by {row['max_output_gap']:.2g}")
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=0.003) for name, m in (("ours", ours), ("stock", stock))}
     round_of_steps(ours, optimizers["ours"], batches), round_of_steps(stock, optimizers["stock"], batches)
-    seconds = {"ours": [], "stock": []}
+    seconds, cpu = {"ours": [], "stock": []}, {"ours": [], "stock": []}
     for _ in range(args.rounds):
-        seconds["stock"].append(round_of_steps(stock, optimizers["stock"], batches))
-        seconds["ours"].append(round_of_steps(ours, optimizers["ours"], batches))
+        for name, model in (("stock", stock), ("ours", ours)):
+            wall, used = round_of_steps(model, optimizers[name], batches)
+            seconds[name].append(wall), cpu[name].append(used)
     per_step = {name: [1000 * s / len(batches) for s in values] for name, values in seconds.items()}
     ratios = [o / s for o, s in zip(seconds["ours"], seconds["stock"])]
+    cpu_ratios = [o / s for o, s in zip(cpu["ours"], cpu["stock"])]
     return dict(row, conveyor_ms=statistics.median(per_step["ours"]), conveyor_range=[min(per_step["ours"]),
                 max(per_step["ours"])], stock_ms=statistics.median(per_step["stock"]),
                 stock_range=[min(per_step["stock"]), max(per_step["stock"])], ratio=statistics.median(ratios),
-                ratios=ratios)
+                ratios=ratios, cpu_ratio=statistics.median(cpu_ratios), cpu_ratios=cpu_ratios,
+                load_1min_at_end=os.getloadavg()[0])
 
 
 def draw_batches(graph, args, typed: bool = False) -> list:
@@ -233,7 +243,8 @@ def main(argv=None):
             rows.append(measure(kind, graphs[name], batches[name], args, threads))
             r = rows[-1]
             print(f"{kind:5s} threads {threads}: conveyor {r['conveyor_ms']:.0f} ms, stock layers {r['stock_ms']:.0f} "
-                  f"ms a step: {r['ratio']:.2f}x (load {r['load_1min']:.1f})", flush=True)
+                  f"ms a step: {r['ratio']:.2f}x, CPU time {r['cpu_ratio']:.2f}x (load {r['load_1min']:.1f})",
+                  flush=True)
     meta["load_1min_at_end"] = os.getloadavg()[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -242,24 +253,35 @@ def main(argv=None):
 
 
 def markdown(meta: dict, rows: list) -> str:
-    lines = [f"# CPU training step: built-in models against PyG's stock layers, synthetic scale {meta['scale']:g}", "",
+    typed_only = all(r["model"] in TYPED for r in rows)
+    title = (f"typed models against PyG's layers, synthetic_mag scale {meta['typed_scale']:g}" if typed_only else
+             f"built-in models against PyG's stock layers, synthetic scale {meta['scale']:g}")
+    lines = [f"# CPU training step: {title}", "",
              f"`{meta['command']}`", "",
              f"{meta['nodes']:,} nodes, {meta['edges']:,} edges; fanouts {meta['fanouts']}, {meta['batch_size']} seeds "
              "(sampled edges a batch: " + ", ".join(f"{name} {value:,.0f}" for name, value in
                                                      meta["edges_per_batch"].items()) + f"), hidden {meta['hidden']}; "
              f"{meta['cpu_count']} CPU cores, torch {meta['torch']}. A step: forward, cross-entropy, backward, Adam, "
              f"on the same {meta['batches']} batches for both, the same initial weights and outputs; median of "
-             f"{meta['rounds']} alternating rounds (range in brackets). "
+             f"{meta['rounds']} alternating rounds (range in brackets); the ratio is the median of the rounds' "
+             "ratios, by the wall clock and by this process's CPU time (load: the 1-minute load average at "
+             "the row's start and end; on 2 cores shared with other work the wall clock also counts their "
+             "turns). Both sides take conveyor's dropout masks (the built-ins' default, model.fast_dropout). "
              + (f"Typed rows (hetero-sage, rgcn) on {meta['typed_graph']}: the same model with PyG's sums "
-                "(each relation's SAGEConv forward, R-GCN's scatter means) as the stock one. "
+                "(each relation's SAGEConv forward summed as to_hetero sums them, R-GCN's scatter means) as "
+                "the stock one. No typed GCN row: PyG's to_hetero(GCN) refuses GCNConv on a typed graph "
+                "(with self-loops on any relation, and without them GCNConv takes no bipartite inputs); "
+                "R-GCN is the typed graph's GCN-like model. "
                 if meta.get("typed_graph") else "") + "Stock layers: PyG's GraphSAGE/GCN hop "
              "by hop (PerHopGNN), each layer PyG's own forward.", "",
-             "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock |",
-             "|---|---|---|---|---|---|"]
+             "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock | CPU time ratio |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['threads']} | {r['load_1min']:.1f} | {r['conveyor_ms']:.0f} "
+        load = f"{r['load_1min']:.1f}" + (f"-{r['load_1min_at_end']:.1f}" if "load_1min_at_end" in r else "")
+        lines.append(f"| {r['model']} | {r['threads']} | {load} | {r['conveyor_ms']:.0f} "
                      f"({r['conveyor_range'][0]:.0f}-{r['conveyor_range'][1]:.0f}) | {r['stock_ms']:.0f} "
-                     f"({r['stock_range'][0]:.0f}-{r['stock_range'][1]:.0f}) | **{r['ratio']:.2f}x** |")
+                     f"({r['stock_range'][0]:.0f}-{r['stock_range'][1]:.0f}) | **{r['ratio']:.2f}x** | "
+                     f"{r['cpu_ratio']:.2f}x |")
     return "\n".join(lines) + "\n"
 
 

@@ -109,7 +109,7 @@ def test_the_mean_before_or_after_the_linear_map_gives_pyg_s_gradients():
     e = edges[("author", "writes", "paper")]
     for width_out, linear_first_expected in ((2, True), (256, False)):
         weight = torch.randn(width_out, 64, dtype=torch.float64, requires_grad=True)
-        assert linear_first(SIZES["author"], 15, e.size(1), 64, width_out) is linear_first_expected
+        assert linear_first(SIZES["author"], 15, e.size(1), 64, width_out, source_grad=True) is linear_first_expected
         ours = {"paper": linear_of_mean(x["author"], e, 15, weight)}
         mean = scatter(x["author"].index_select(0, e[0]), e[1], 0, dim_size=15, reduce="mean")
         assert_same(ours, {"paper": mean @ weight.t()}, [x["author"], weight])

@@ -230,7 +230,7 @@ def linear_of_mean(x_src: Tensor, edge_index: Tensor, num_dst: int, weight: Tens
         return F.linear(mean, weight, bias)
     adj = adj or adjacency(edge_index, num_dst, x_src.size(0))
     weights = mean_weights(adj, x_src.dtype)
-    if linear_first(x_src.size(0), num_dst, adj.col.numel(), weight.size(1), weight.size(0)):
+    if linear_first(x_src.size(0), num_dst, adj.col.numel(), weight.size(1), weight.size(0), x_src.requires_grad):
         out = CSRProduct.apply(F.linear(x_src, weight), adj, weights)
     else:
         out = F.linear(CSRProduct.apply(x_src, adj, weights), weight)
@@ -253,18 +253,35 @@ def sum_of_linear_means(relations: list, x_dst: Tensor, root_weight: Tensor, bia
             continue
         adj = adj or adjacency(edge_index, x_dst.size(0), x_src.size(0))
         values = mean_weights(adj, x_src.dtype)
-        if linear_first(x_src.size(0), adj.num_dst, adj.col.numel(), weight.size(1), weight.size(0)):
+        if linear_first(x_src.size(0), adj.num_dst, adj.col.numel(), weight.size(1), weight.size(0),
+                        x_src.requires_grad):
             out = out.add_(CSRProduct.apply(F.linear(x_src, weight), adj, values))
         else:
             out = out.addmm_(CSRProduct.apply(x_src, adj, values), weight.t())
     return out
 
 
-def linear_first(num_src: int, num_dst: int, edges: int, width_in: int, width_out: int) -> bool:
-    """Whether mapping every source row first (then the product on the mapped rows) costs fewer
-    multiplications than the product first (then mapping each target's mean): a relation's sources
-    may far outnumber its targets, so the narrower width alone does not decide."""
-    return num_src * width_in * width_out + edges * width_out < edges * width_in + num_dst * width_in * width_out
+SPARSE_MAC = 8  # a CSR product's multiply-add, in dense ones (it reads scattered source rows): on this CPU
+SORTED_EDGE = 500  # sorting an edge for the transposed product of a backward (`transposed`), likewise
+
+
+def linear_first(num_src: int, num_dst: int, edges: int, width_in: int, width_out: int,
+                 source_grad: bool = False) -> bool:
+    """Whether mapping every source row first (then the product on the mapped rows) costs less
+    than the product first (then mapping each target's mean): a relation's sources may far
+    outnumber its targets, so the narrower width alone does not decide. Costs in dense
+    multiply-adds, a product's and a sort's weighted as measured (SPARSE_MAC, SORTED_EDGE), the
+    backward counted where autograd records: the weight's gradient always, and the sources' where
+    `source_grad`; a product on mapped rows always has its transpose in the backward (the weight's
+    gradient passes through it), one on the sources only where they need a gradient."""
+    dense_src, dense_dst = num_src * width_in * width_out, num_dst * width_in * width_out
+    sparse_in, sparse_out = SPARSE_MAC * edges * width_in, SPARSE_MAC * edges * width_out
+    if not torch.is_grad_enabled():
+        return dense_src + sparse_out < sparse_in + dense_dst
+    transpose = SORTED_EDGE * edges
+    first = 2 * dense_src + 2 * sparse_out + transpose + (dense_src if source_grad else 0)
+    after = sparse_in + 2 * dense_dst + (dense_dst + sparse_in + transpose if source_grad else 0)
+    return first < after
 
 
 def bipartite_sage_layer(conv: SAGEConv, x_src: Tensor, x_dst: Tensor, edge_index: Tensor) -> Tensor:
