@@ -272,8 +272,9 @@ def markdown(meta: dict, rows: list) -> str:
                 "the stock one. No typed GCN row: PyG's to_hetero(GCN) refuses GCNConv on a typed graph "
                 "(with self-loops on any relation, and without them GCNConv takes no bipartite inputs); "
                 "R-GCN is the typed graph's GCN-like model. "
-                if meta.get("typed_graph") else "") + "Stock layers: PyG's GraphSAGE/GCN hop "
-             "by hop (PerHopGNN), each layer PyG's own forward.", "",
+                if meta.get("typed_graph") else "")
+             + ("" if typed_only else "Stock layers: PyG's GraphSAGE/GCN hop by hop (PerHopGNN), each layer PyG's own "
+                "forward."), "",
              "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock | CPU time ratio |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
