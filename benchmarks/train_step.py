@@ -8,8 +8,12 @@ the typed models (`hetero-sage`: to_hetero(GraphSAGE), `rgcn`: R-GCN, trainer/mo
 The typed rows run on the ogbn-mag-shaped synthetic graph (`synthetic_mag` at --typed-scale; the
 seeds papers, drawn by bsp relation by relation), each model as the trainer runs it (`TypedGNN`, hop
 by hop, a featureless type's embedding too) against a copy with the same weights whose layers sum
-as before, by PyG's own: each to_hetero relation's `SAGEConv` forward, R-GCN's means by PyG's
-`scatter` (gather every edge's source row, scatter into the targets).
+as before, by PyG's own: each to_hetero relation's `SAGEConv` forward (summed per destination type
+as to_hetero sums them), R-GCN's means by PyG's `scatter` (gather every edge's source row, scatter
+into the targets). There is no typed GCN row: PyG's to_hetero(GCN) refuses GCNConv on a typed
+graph (its self-loops on any relation "lead to incorrect message passing", and without them
+GCNConv takes no bipartite (x_src, x_dst) inputs, which every to_hetero relation hands it); R-GCN,
+the relational GCN, is the typed graph's GCN-like model.
 
 Batches of the synthetic products-shaped graph (--fanouts, --batch-size seeds, drawn by bsp). Per
 model, two with the same initial weights: conveyor's `SampledGNN` and PyG's stock
@@ -19,8 +23,10 @@ models had before, so the two differ only in the layers' sums). Their outputs on
 are checked equal (1e-4) before anything is timed. A step: forward, cross-entropy on the seeds,
 backward, an Adam step; both use conveyor's dropout masks (the built-in models' default). The two
 alternate, --rounds rounds of one step on each batch each, after an untimed round; the median
-round, its range, and the median of the rounds' ratios (conveyor / stock layers) are reported.
-Each row says its thread count and the 1-minute load average when it started. Writes JSON and a
+round, its range, and the median of the rounds' ratios (conveyor / stock layers) are reported, by
+the wall clock and by the process's CPU time (on a shared machine the wall clock also counts other
+processes' turns on the cores). Each row says its thread count and the 1-minute load average when
+it started and ended. Writes JSON and a
 Markdown table (default benchmarks/results/train_step_cpu_s<scale>.json, .md).
 """
 from __future__ import annotations
@@ -44,6 +50,7 @@ from conveyor.partition.datasets import load_dataset
 from conveyor.partition.hetero import EDGE_TYPE, flat_features
 from conveyor.samplers import build_sampler
 from conveyor.trainer.models.adapter import PerHopGNN
+from conveyor.trainer.models.dropout import relu_dropout
 from conveyor.trainer.models.hetero import RGCN, HeteroBasicGNN, TypedGNN, feature_widths, key, wrap_typed
 from conveyor.trainer.models.sampled import SampledGNN
 
@@ -53,6 +60,8 @@ TYPED = ("hetero-sage", "rgcn")
 
 class StockHeteroBasicGNN(HeteroBasicGNN):
     """to_hetero's layer as before the CSR products: each relation's SAGEConv by PyG's own forward."""
+
+    takes_adjacency = False
 
     def typed_layer(self, layer, x, num_dst, edge_index):
         convs, out = self.module.convs[layer], {}
@@ -68,6 +77,8 @@ class StockHeteroBasicGNN(HeteroBasicGNN):
 class StockRGCN(RGCN):
     """R-GCN's layer as before the CSR products: each relation's mean by PyG's scatter."""
 
+    takes_adjacency = False
+
     def typed_layer(self, layer, x, num_dst, edge_index):
         out = {t: self.root[layer][t](x[t][:num_dst[t]]) for t in self.node_types if t in x}
         for edge_type, edges in edge_index.items():
@@ -75,7 +86,7 @@ class StockRGCN(RGCN):
             mean = scatter(x[src].index_select(0, edges[0]), edges[1], 0, dim_size=num_dst[dst], reduce="mean")
             out[dst] = out[dst] + self.rel[layer][key(edge_type)](mean)
         if layer < self.num_layers - 1:
-            out = {t: F.dropout(F.relu(v), self.dropout, self.training) for t, v in out.items()}
+            out = {t: relu_dropout(v, self.dropout, self.training, self.fast_dropout) for t, v in out.items()}
         return out
 
 
@@ -114,10 +125,11 @@ def typed_twins(kind: str, graph, hidden: int, num_layers: int, seed: int):
     embedding = max(widths.values())
     if kind == "rgcn":
         inputs = {t: widths.get(t, embedding) for t in schema.node_types}
-        ours = TypedGNN(RGCN(metadata, inputs, hidden, classes, num_layers), schema, widths, embedding)
+        ours = TypedGNN(RGCN(metadata, inputs, hidden, classes, num_layers, fast_dropout=True), schema, widths,
+                        embedding)
     else:
         ours = wrap_typed(to_hetero(GraphSAGE((-1, -1), hidden, num_layers, classes, dropout=0.5), metadata,
-                                    aggr="sum"), graph, embedding)
+                                    aggr="sum"), graph, embedding, fast_dropout=True)
         assert isinstance(ours, TypedGNN), "to_hetero(GraphSAGE) runs layer by layer"
     stock = copy.deepcopy(ours)
     stock.inner.__class__ = StockRGCN if kind == "rgcn" else StockHeteroBasicGNN  # the same modules, PyG's sums
@@ -140,15 +152,16 @@ def same_outputs(ours, stock, batch) -> float:
     return gap
 
 
-def round_of_steps(model, optimizer, batches) -> float:
-    """Seconds for one training step on each batch."""
-    start = time.perf_counter()
+def round_of_steps(model, optimizer, batches) -> tuple:
+    """Seconds for one training step on each batch: wall-clock, and this process's CPU time (on a
+    shared machine the wall clock also counts the time other processes held the cores)."""
+    start, cpu = time.perf_counter(), time.process_time()
     for batch in batches:
         loss = F.cross_entropy(call(model, batch), batch["y"])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def measure(kind: str, graph, batches, args, threads: int) -> dict:
@@ -162,16 +175,19 @@ def measure(kind: str, graph, batches, args, threads: int) -> dict:
         raise SystemExit(f"{kind}: conveyor's and the stock layers' outputs differ by {row['max_output_gap']:.2g}")
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=0.003) for name, m in (("ours", ours), ("stock", stock))}
     round_of_steps(ours, optimizers["ours"], batches), round_of_steps(stock, optimizers["stock"], batches)
-    seconds = {"ours": [], "stock": []}
+    seconds, cpu = {"ours": [], "stock": []}, {"ours": [], "stock": []}
     for _ in range(args.rounds):
-        seconds["stock"].append(round_of_steps(stock, optimizers["stock"], batches))
-        seconds["ours"].append(round_of_steps(ours, optimizers["ours"], batches))
+        for name, model in (("stock", stock), ("ours", ours)):
+            wall, used = round_of_steps(model, optimizers[name], batches)
+            seconds[name].append(wall), cpu[name].append(used)
     per_step = {name: [1000 * s / len(batches) for s in values] for name, values in seconds.items()}
     ratios = [o / s for o, s in zip(seconds["ours"], seconds["stock"])]
+    cpu_ratios = [o / s for o, s in zip(cpu["ours"], cpu["stock"])]
     return dict(row, conveyor_ms=statistics.median(per_step["ours"]), conveyor_range=[min(per_step["ours"]),
                 max(per_step["ours"])], stock_ms=statistics.median(per_step["stock"]),
                 stock_range=[min(per_step["stock"]), max(per_step["stock"])], ratio=statistics.median(ratios),
-                ratios=ratios)
+                ratios=ratios, cpu_ratio=statistics.median(cpu_ratios), cpu_ratios=cpu_ratios,
+                load_1min_at_end=os.getloadavg()[0])
 
 
 def draw_batches(graph, args, typed: bool = False) -> list:
@@ -227,7 +243,8 @@ def main(argv=None):
             rows.append(measure(kind, graphs[name], batches[name], args, threads))
             r = rows[-1]
             print(f"{kind:5s} threads {threads}: conveyor {r['conveyor_ms']:.0f} ms, stock layers {r['stock_ms']:.0f} "
-                  f"ms a step: {r['ratio']:.2f}x (load {r['load_1min']:.1f})", flush=True)
+                  f"ms a step: {r['ratio']:.2f}x, CPU time {r['cpu_ratio']:.2f}x (load {r['load_1min']:.1f})",
+                  flush=True)
     meta["load_1min_at_end"] = os.getloadavg()[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -236,24 +253,36 @@ def main(argv=None):
 
 
 def markdown(meta: dict, rows: list) -> str:
-    lines = [f"# CPU training step: built-in models against PyG's stock layers, synthetic scale {meta['scale']:g}", "",
+    typed_only = all(r["model"] in TYPED for r in rows)
+    title = (f"typed models against PyG's layers, synthetic_mag scale {meta['typed_scale']:g}" if typed_only else
+             f"built-in models against PyG's stock layers, synthetic scale {meta['scale']:g}")
+    lines = [f"# CPU training step: {title}", "",
              f"`{meta['command']}`", "",
              f"{meta['nodes']:,} nodes, {meta['edges']:,} edges; fanouts {meta['fanouts']}, {meta['batch_size']} seeds "
              "(sampled edges a batch: " + ", ".join(f"{name} {value:,.0f}" for name, value in
                                                      meta["edges_per_batch"].items()) + f"), hidden {meta['hidden']}; "
              f"{meta['cpu_count']} CPU cores, torch {meta['torch']}. A step: forward, cross-entropy, backward, Adam, "
              f"on the same {meta['batches']} batches for both, the same initial weights and outputs; median of "
-             f"{meta['rounds']} alternating rounds (range in brackets). "
+             f"{meta['rounds']} alternating rounds (range in brackets); the ratio is the median of the rounds' "
+             "ratios, by the wall clock and by this process's CPU time (load: the 1-minute load average at "
+             "the row's start and end; on 2 cores shared with other work the wall clock also counts their "
+             "turns). Both sides take conveyor's dropout masks (the built-ins' default, model.fast_dropout). "
              + (f"Typed rows (hetero-sage, rgcn) on {meta['typed_graph']}: the same model with PyG's sums "
-                "(each relation's SAGEConv forward, R-GCN's scatter means) as the stock one. "
-                if meta.get("typed_graph") else "") + "Stock layers: PyG's GraphSAGE/GCN hop "
-             "by hop (PerHopGNN), each layer PyG's own forward.", "",
-             "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock |",
-             "|---|---|---|---|---|---|"]
+                "(each relation's SAGEConv forward summed as to_hetero sums them, R-GCN's scatter means) as "
+                "the stock one. No typed GCN row: PyG's to_hetero(GCN) refuses GCNConv on a typed graph "
+                "(with self-loops on any relation, and without them GCNConv takes no bipartite inputs); "
+                "R-GCN is the typed graph's GCN-like model. "
+                if meta.get("typed_graph") else "")
+             + ("" if typed_only else "Stock layers: PyG's GraphSAGE/GCN hop by hop (PerHopGNN), each layer PyG's own "
+                "forward."), "",
+             "| model | threads | load | conveyor ms/step | stock layers ms/step | conveyor / stock | CPU time ratio |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['threads']} | {r['load_1min']:.1f} | {r['conveyor_ms']:.0f} "
+        load = f"{r['load_1min']:.1f}" + (f"-{r['load_1min_at_end']:.1f}" if "load_1min_at_end" in r else "")
+        lines.append(f"| {r['model']} | {r['threads']} | {load} | {r['conveyor_ms']:.0f} "
                      f"({r['conveyor_range'][0]:.0f}-{r['conveyor_range'][1]:.0f}) | {r['stock_ms']:.0f} "
-                     f"({r['stock_range'][0]:.0f}-{r['stock_range'][1]:.0f}) | **{r['ratio']:.2f}x** |")
+                     f"({r['stock_range'][0]:.0f}-{r['stock_range'][1]:.0f}) | **{r['ratio']:.2f}x** | "
+                     f"{r['cpu_ratio']:.2f}x |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,12 +2,20 @@
 to_hetero's SAGEConvs, `linear_of_mean` for R-GCN's relation means) against PyG's layers, in
 float64: the same outputs and the same gradients, through hidden (widening) and last (narrowing)
 layers, with targets that have no in-edges."""
+import types
+
+import pytest
 import torch
+import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE, SAGEConv, to_hetero
 from torch_geometric.utils import scatter
 
-from conveyor.trainer.models.hetero import RGCN, HeteroBasicGNN, key
-from conveyor.trainer.models.sparse import bipartite_sage_layer, linear_first, linear_of_mean
+from benchmarks.train_step import draw_typed_batches, typed_twins
+from conveyor.partition.datasets.synthetic_mag import generate
+from conveyor.partition.hetero import TypeCut
+from conveyor.trainer.models.hetero import RGCN, HeteroBasicGNN, key, relation_edges, typed_model
+from conveyor.trainer.models.sparse import adjacency, bipartite_sage_layer, linear_first, linear_of_mean
+from conveyor.trainer.settings import ModelSettings
 
 NODE_TYPES = ["paper", "author"]
 EDGE_TYPES = [("author", "writes", "paper"), ("paper", "cites", "paper"), ("paper", "rev_writes", "author")]
@@ -101,7 +109,67 @@ def test_the_mean_before_or_after_the_linear_map_gives_pyg_s_gradients():
     e = edges[("author", "writes", "paper")]
     for width_out, linear_first_expected in ((2, True), (256, False)):
         weight = torch.randn(width_out, 64, dtype=torch.float64, requires_grad=True)
-        assert linear_first(SIZES["author"], 15, e.size(1), 64, width_out) is linear_first_expected
+        assert linear_first(SIZES["author"], 15, e.size(1), 64, width_out, source_grad=True) is linear_first_expected
         ours = {"paper": linear_of_mean(x["author"], e, 15, weight)}
         mean = scatter(x["author"].index_select(0, e[0]), e[1], 0, dim_size=15, reduce="mean")
         assert_same(ours, {"paper": mean @ weight.t()}, [x["author"], weight])
+
+
+def small_typed_batch():
+    """A typed graph's training batch as the trainer's typed models take it (benchmarks/train_step.py)."""
+    graph = generate(0.0005, 0, num_classes=4)
+    args = types.SimpleNamespace(fanouts=[4, 3], batch_size=16, batches=1, seed=0)
+    return graph, draw_typed_batches(graph, args)[0]
+
+
+@pytest.mark.parametrize("kind", ["hetero-sage", "rgcn"])
+def test_the_training_step_matches_pygs_layers_outputs_and_gradients(kind):
+    """The whole hop-by-hop forward (each layer's edges cut by one sort, each type's rows kept apart
+    between layers) against the same weights on PyG's own layers (benchmarks/train_step.py's stock
+    twins: to_hetero's SAGEConv forwards, R-GCN's scatter means), float64."""
+    graph, batch = small_typed_batch()
+    ours, stock = typed_twins(kind, graph, 16, 2, seed=0)
+    x = batch["x"].double()
+    for model in (ours, stock):
+        model.double().eval()
+        model(x, batch["layers"], batch["n_id"], batch["edge_type"])  # a lazy to_hetero takes its widths
+    out_ours = ours(x, batch["layers"], batch["n_id"], batch["edge_type"])
+    out_stock = stock(x, batch["layers"], batch["n_id"], batch["edge_type"])
+    assert out_ours.shape == (16, 4) and torch.allclose(out_ours, out_stock, atol=1e-12)
+    probe = torch.randn_like(out_ours)
+    (out_ours * probe).sum().backward()
+    (out_stock * probe).sum().backward()
+    grads = [(n, p.grad, q.grad) for (n, p), q in zip(ours.named_parameters(), stock.parameters())]
+    assert sum(a is not None for _, a, _ in grads) > 10
+    for name, a, b in grads:
+        assert (a is None) == (b is None), name
+        assert a is None or torch.allclose(a, b, atol=1e-12), name
+
+
+def test_one_sort_gives_each_relations_edges_by_target_and_their_structure():
+    graph, batch = small_typed_batch()
+    edge_index, num_src, num_dst = batch["layers"][0]
+    cut, targets = TypeCut(graph.schema, batch["n_id"][:num_src]), TypeCut(graph.schema, batch["n_id"][:num_dst])
+    edges, structures = relation_edges(cut, targets.per_type, edge_index, batch["edge_type"][0], graph.schema)
+    by_relation = cut.edges(edge_index, batch["edge_type"][0].long())  # cut by relation, each in its order
+    sizes = dict(zip(graph.schema.node_types, targets.per_type))
+    for edge_type, theirs in zip(graph.schema.edge_types, by_relation):
+        ours, adj = edges[edge_type], structures[edge_type]
+        assert torch.equal(ours, theirs[:, torch.argsort(theirs[1], stable=True)]), edge_type
+        made = adjacency(theirs, sizes[edge_type[2]], adj.num_src)
+        assert torch.equal(adj.crow, made.crow) and torch.equal(adj.col, made.col) and adj.order is None
+    assert sum(e.size(1) for e in edges.values()) == edge_index.size(1) > 0
+
+
+@pytest.mark.parametrize("fast", [None, False])
+def test_typed_built_ins_take_conveyors_dropout_masks_as_model_fast_dropout_says(fast):
+    graph = generate(0.0005, 0, num_classes=4)
+    for name in ("rgcn", "sage"):
+        model = typed_model(ModelSettings(name=name, fast_dropout=fast), graph, 2)
+        assert model.inner.fast_dropout is (fast is None), name  # null: a built-in's default, conveyor's masks
+    layer = HeteroBasicGNN(to_hetero(GraphSAGE((-1, -1), 8, 2, 4, dropout=0.5), (NODE_TYPES, EDGE_TYPES)))
+    x = torch.randn(30, 8)
+    torch.manual_seed(1)
+    plain = layer.between_layers(0, "paper", x)
+    torch.manual_seed(1)
+    assert torch.equal(plain, F.dropout(F.relu(x), 0.5, True))  # fast_dropout=False: F.dropout's draws, as before

@@ -184,26 +184,39 @@ def sage_whole_layer(conv: SAGEConv, inputs: Tensor, adj: Adjacency, chunk: int)
     return out
 
 
+def csr_product(adj: Adjacency, values: Tensor, x: Tensor) -> Tensor:
+    """`adj`'s matrix with `values` times the dense `x`, into a fresh output: torch.sparse.mm
+    zero-fills its output and copies it once more (two thirds of its time on this CPU); addmm with
+    beta 0 writes the product straight in (the output is not read: no stale value survives)."""
+    if adj.col.numel() == 0:  # MKL takes no empty matrix; torch's fallback then scales the output by beta
+        return x.new_zeros(adj.num_dst, x.size(1))
+    out = torch.empty(adj.num_dst, x.size(1), dtype=x.dtype, device=x.device)
+    return torch.addmm(out, csr(adj.crow, adj.col, values, (adj.num_dst, adj.num_src)), x, beta=0.0, out=out)
+
+
+def transposed(adj: Adjacency, values: Tensor) -> tuple:
+    """(the [num_src, num_dst] structure of `adj`'s transpose, its values): one stable int32 sort
+    of the columns."""
+    order = torch.argsort(adj.col.int() if adj.num_src < 2 ** 31 else adj.col, stable=True)
+    crow = torch.zeros(adj.num_src + 1, dtype=torch.long, device=values.device)
+    torch.cumsum(torch.bincount(adj.col, minlength=adj.num_src), 0, out=crow[1:])
+    return Adjacency(crow, adj.rows().index_select(0, order), None, adj.num_dst), values.index_select(0, order)
+
+
 class CSRProduct(torch.autograd.Function):
     """`A @ x` for a constant CSR matrix A (`adj`'s structure, `values`), and its backward A^T @ grad
-    by a CSR product too, A^T's structure made by one stable int32 sort of the columns. torch's own
-    backward of torch.sparse.mm converts the transposed matrix instead, which costs more than the
-    product (benchmarks/train_step.py's typed rows)."""
+    by a CSR product too, A^T's structure made by one stable int32 sort of the columns (only where
+    x needs a gradient). torch's own backward of torch.sparse.mm converts the transposed matrix
+    instead, which costs more than the product (benchmarks/train_step.py's typed rows)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, adj: Adjacency, values: Tensor) -> Tensor:
         ctx.adj, ctx.values = adj, values
-        return torch.sparse.mm(csr(adj.crow, adj.col, values, (adj.num_dst, adj.num_src)), x)
+        return csr_product(adj, values, x)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        adj, values = ctx.adj, ctx.values
-        order = torch.argsort(adj.col.int() if adj.num_src < 2 ** 31 else adj.col, stable=True)
-        crow = torch.zeros(adj.num_src + 1, dtype=torch.long, device=grad.device)
-        torch.cumsum(torch.bincount(adj.col, minlength=adj.num_src), 0, out=crow[1:])
-        transposed = csr(crow, adj.rows().index_select(0, order), values.index_select(0, order),
-                         (adj.num_src, adj.num_dst))
-        return torch.sparse.mm(transposed, grad), None, None
+        return csr_product(*transposed(ctx.adj, ctx.values), grad.contiguous()), None, None
 
 
 def linear_of_mean(x_src: Tensor, edge_index: Tensor, num_dst: int, weight: Tensor, bias: Tensor | None = None,
@@ -217,18 +230,58 @@ def linear_of_mean(x_src: Tensor, edge_index: Tensor, num_dst: int, weight: Tens
         return F.linear(mean, weight, bias)
     adj = adj or adjacency(edge_index, num_dst, x_src.size(0))
     weights = mean_weights(adj, x_src.dtype)
-    if linear_first(x_src.size(0), num_dst, adj.col.numel(), weight.size(1), weight.size(0)):
+    if linear_first(x_src.size(0), num_dst, adj.col.numel(), weight.size(1), weight.size(0), x_src.requires_grad):
         out = CSRProduct.apply(F.linear(x_src, weight), adj, weights)
     else:
         out = F.linear(CSRProduct.apply(x_src, adj, weights), weight)
     return out + bias if bias is not None else out
 
 
-def linear_first(num_src: int, num_dst: int, edges: int, width_in: int, width_out: int) -> bool:
-    """Whether mapping every source row first (then the product on the mapped rows) costs fewer
-    multiplications than the product first (then mapping each target's mean): a relation's sources
-    may far outnumber its targets, so the narrower width alone does not decide."""
-    return num_src * width_in * width_out + edges * width_out < edges * width_in + num_dst * width_in * width_out
+def sum_of_linear_means(relations: list, x_dst: Tensor, root_weight: Tensor, bias: Tensor | None) -> Tensor:
+    """F.linear(x_dst, root_weight, bias) + the sum over `relations` ((x_src, edge_index, weight,
+    its Adjacency or None) each, into x_dst's targets) of F.linear(mean of the sources, weight): a
+    destination type's typed layer (R-GCN's; to_hetero's SAGEConvs summed, their root weights and
+    biases summed first, trainer/models/hetero.py). Each relation's term accumulates in place into
+    one output (no sum of separate outputs), its mean by a CSR product (`linear_of_mean`'s choice
+    of order); a relation without edges here adds nothing."""
+    out = F.linear(x_dst, root_weight, bias)
+    for x_src, edge_index, weight, adj in relations:
+        if not can_sum_sparse(x_src):  # elsewhere PyG's gather and scatter, summed as to_hetero sums
+            out = out + linear_of_mean(x_src, edge_index, x_dst.size(0), weight)
+            continue
+        if edge_index.size(1) == 0:
+            continue
+        adj = adj or adjacency(edge_index, x_dst.size(0), x_src.size(0))
+        values = mean_weights(adj, x_src.dtype)
+        if linear_first(x_src.size(0), adj.num_dst, adj.col.numel(), weight.size(1), weight.size(0),
+                        x_src.requires_grad):
+            out = out.add_(CSRProduct.apply(F.linear(x_src, weight), adj, values))
+        else:
+            out = out.addmm_(CSRProduct.apply(x_src, adj, values), weight.t())
+    return out
+
+
+SPARSE_MAC = 8  # a CSR product's multiply-add, in dense ones (it reads scattered source rows): on this CPU
+SORTED_EDGE = 500  # sorting an edge for the transposed product of a backward (`transposed`), likewise
+
+
+def linear_first(num_src: int, num_dst: int, edges: int, width_in: int, width_out: int,
+                 source_grad: bool = False) -> bool:
+    """Whether mapping every source row first (then the product on the mapped rows) costs less
+    than the product first (then mapping each target's mean): a relation's sources may far
+    outnumber its targets, so the narrower width alone does not decide. Costs in dense
+    multiply-adds, a product's and a sort's weighted as measured (SPARSE_MAC, SORTED_EDGE), the
+    backward counted where autograd records: the weight's gradient always, and the sources' where
+    `source_grad`; a product on mapped rows always has its transpose in the backward (the weight's
+    gradient passes through it), one on the sources only where they need a gradient."""
+    dense_src, dense_dst = num_src * width_in * width_out, num_dst * width_in * width_out
+    sparse_in, sparse_out = SPARSE_MAC * edges * width_in, SPARSE_MAC * edges * width_out
+    if not torch.is_grad_enabled():
+        return dense_src + sparse_out < sparse_in + dense_dst
+    transpose = SORTED_EDGE * edges
+    first = 2 * dense_src + 2 * sparse_out + transpose + (dense_src if source_grad else 0)
+    after = sparse_in + 2 * dense_dst + (dense_dst + sparse_in + transpose if source_grad else 0)
+    return first < after
 
 
 def bipartite_sage_layer(conv: SAGEConv, x_src: Tensor, x_dst: Tensor, edge_index: Tensor) -> Tensor:
@@ -241,6 +294,25 @@ def bipartite_sage_layer(conv: SAGEConv, x_src: Tensor, x_dst: Tensor, edge_inde
         return conv((x_src, x_dst), edge_index)
     out = linear_of_mean(x_src, edge_index, x_dst.size(0), conv.lin_l.weight, conv.lin_l.bias) + conv.lin_r(x_dst)
     return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+
+
+def summable_sage(conv) -> bool:
+    """Whether to_hetero's sum over relations of this SAGEConv's outputs may sum its weights first
+    (`summed_sage_layers`): plain (`is_plain_sage`), unnormalised, initialised."""
+    lazy = any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in conv.parameters())
+    return not lazy and is_plain_sage(conv) and not conv.normalize
+
+
+def summed_sage_layers(convs: list, relations: list, x_dst: Tensor) -> Tensor:
+    """sum_r convs[r]((x_src_r, x_dst), edge_index_r) for `summable_sage` convs into one node type
+    (to_hetero's aggr="sum"; `relations`: (x_src, edge_index, its Adjacency or None) each):
+    sum_r lin_l_r(mean_r) + (sum_r W_root_r) x_dst + sum_r b_r, so the root map runs once, not
+    once per relation (`sum_of_linear_means`)."""
+    root = torch.stack([conv.lin_r.weight for conv in convs]).sum(0)
+    biases = [conv.lin_l.bias for conv in convs if conv.lin_l.bias is not None]
+    bias = torch.stack(biases).sum(0) if biases else None
+    return sum_of_linear_means([(x_src, e, conv.lin_l.weight, adj) for conv, (x_src, e, adj) in zip(convs, relations)],
+                               x_dst, root, bias)
 
 
 def gcn_batch_layer(conv: GCNConv, x: Tensor, edge_index: Tensor, num_dst: int, edge_weight: Tensor | None = None,
