@@ -319,7 +319,8 @@ def describe(args, device, graph, interpreted, argv) -> dict:
             "threads": args.threads, "load_1min_at_start": os.getloadavg()[0], "torch": torch.__version__,
             "scale": args.scale, "num_nodes": graph.num_nodes,
             "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch,
-            "batches": args.batches, "pyg_batches": args.pyg_batches, "pyg_path": pyg_path(), "rounds": args.rounds,
+            "batches": args.batches, "pyg_batches": args.pyg_batches, "rounds": args.rounds,
+            "pyg_path": pyg_path() if "pyg" in args.samplers.split(",") else None,
             "command": " ".join(command)}
 
 
@@ -332,8 +333,8 @@ def markdown(meta, rows) -> str:
              f"{meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end "
              f"(each row's below); {meta['batches']} timed batches a row after one untimed, the median of "
              f"{meta['rounds']} interleaved rounds (range in brackets); DGL's rows: int32 ids, fused (its default) "
-             "unless named otherwise; PyG's path: "
-             f"{meta['pyg_path']}. `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
+             "unless named otherwise" + (f"; PyG's path: {meta['pyg_path']}" if meta["pyg_path"] else "")
+             + ". `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
              "edges a batch: each node once), measured back to back at the same thread count. `edges vs bsp`: a "
              "row's sampled edges a batch over bsp's, on the same seeds; far from 100% (pyg aside) the row "
              "did less work than the others, and its time is no comparison.", "",
@@ -357,7 +358,8 @@ def markdown(meta, rows) -> str:
 
 
 def pyg_path() -> str:
-    """Which PyG sampling path a `pyg` row ran: pyg-lib's C++ one, or torch_sparse's."""
+    """Which PyG sampling path a `pyg` row ran: pyg-lib's C++ one, or torch_sparse's. Asked only
+    when a run has a `pyg` row: importing PyG imports torch._dynamo, and with it triton."""
     try:
         from torch_geometric import typing as pyg
     except ImportError as err:

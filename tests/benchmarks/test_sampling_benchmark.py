@@ -21,7 +21,7 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["complete"] and report["meta"]["threads"] == [1, 2]
-    assert report["meta"]["pyg_path"] in ("pyg-lib", "torch_sparse")
+    assert report["meta"]["pyg_path"] is None  # no pyg row: PyG (and through it torch._dynamo) not imported
     rows = report["rows"]
     assert [(r["threads"], r["batch_size"], r["sampler"]) for r in rows] == [
         (t, b, s) for t in (1, 2) for b in (64, 256) for s in ("bsp", "bsp-previous", "gather", "dgl")]
@@ -46,3 +46,16 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
     table = out.with_suffix(".md").read_text()
     assert "| 2 |" in table and "bsp-previous" in table and report["meta"]["command"] in table
     assert ("`dgl` skipped: DGL's interpreter ended" in table) == (importlib.util.find_spec("dgl") is None)
+
+
+def test_the_benchmark_imports_neither_triton_nor_the_fused_sampler_unless_asked(synthetic_small, data_root, tmp_path):
+    """`--samplers bsp,gather` (no fused) runs with nothing of triton or the fused sampler imported,
+    whatever is installed; asking for fused is what imports it."""
+    code = ("import sys; from benchmarks.sampling import main; main(sys.argv[1:]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'triton' or 'samplers.fused' in m))")
+    cmd = [sys.executable, "-c", code, "--samplers", "bsp,gather", "--threads", "1", "--scale", "0.002",
+           "--data-root", str(data_root), "--fanouts", "5,5", "--batch-sizes", "64", "--batches", "1",
+           "--rounds", "1", "--out", str(tmp_path / "s.json")]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
