@@ -17,6 +17,7 @@ Small batches on a large graph are bound by random reads and writes into the num
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -24,6 +25,7 @@ from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
@@ -155,6 +157,11 @@ class BSPSampler:
         weights = edge_weights(graph, weight_attr)
         self.threads = sampler_threads(threads)
         self.device = torch.device(device)
+        # On the CPU bsp's own threads split a hop's edges (samplers/bsp_threads.py); torch's stay at 1.
+        self.split = Splitter(self.threads if self.device.type == "cpu" else 1)
+        self.torch_threads = 1 if self.device.type == "cpu" else self.threads
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.once = once
         self.num_nodes = graph.num_nodes
         # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
@@ -178,15 +185,28 @@ class BSPSampler:
     def manual_seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
 
+    def neighbours(self, pos: Tensor) -> Tensor:
+        """The source ids of the edges at `pos` (`indices`' dtype), chunk by chunk on the sampler's threads."""
+        nbrs = torch.empty(pos.numel(), dtype=self.indices.dtype, device=self.device)
+        self.split.run(lambda lo, hi: torch.index_select(self.indices, 0, pos[lo:hi], out=nbrs[lo:hi]), pos.numel())
+        return nbrs
+
     def new_nodes(self, nbrs: Tensor, known: Tensor) -> Tensor:
         """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
             return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
         self.marked.index_fill_(0, nbrs.long(), True)
         self.marked.index_fill_(0, known, False)
-        new = self.marked.nonzero().squeeze(1)
+        if self.device.type == "cpu":  # numpy's scan of a bool array: several times torch's nonzero
+            new = torch.from_numpy(np.flatnonzero(self.marked.numpy()))
+        else:
+            new = self.marked.nonzero().squeeze(1)
         self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
         return new
+
+    def relabel(self, nbrs: Tensor, out: Tensor) -> None:
+        """`out` (int64): each of `nbrs`' local id, chunk by chunk on the sampler's threads."""
+        self.split.run(lambda lo, hi: out[lo:hi].copy_(self.local.index_select(0, nbrs[lo:hi])), nbrs.numel())
 
     def draw(self, nodes: Tensor, hop: int):
         """Hop `hop`'s draws for `nodes`: `sample_positions`' (positions, edges), row 1 of the
@@ -196,7 +216,7 @@ class BSPSampler:
         return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop])
 
     def sample(self, seeds) -> SampledBatch:
-        with torch_threads(self.threads):
+        with torch_threads(self.torch_threads):
             return self._sample(seeds)
 
     def _sample(self, seeds) -> SampledBatch:
@@ -209,21 +229,22 @@ class BSPSampler:
             pos, hop = self.draw(n_id[first:], h)
             if first:
                 hop[1] += first
-            nbrs = self.indices.index_select(0, pos)
+            nbrs = self.neighbours(pos)
             new = self.new_nodes(nbrs, n_id)
             self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
                                                         device=self.device))
             count += new.numel()
             n_id = torch.cat([n_id, new])
             counts.append(count)
-            hop[0].copy_(self.local.index_select(0, nbrs))
+            self.relabel(nbrs, hop[0])
             edges.append(hop)
             positions.append(pos)
+        self.split.settle()  # no worker still reads `local` for this batch
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
         if self.once:  # each node's one draw serves every later layer: hop h holds hops 1..h (pyg.py's form)
             edges, positions = through_hop(edges, 1), through_hop(positions, 0)
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):
-        with torch_threads(self.threads):
+        with torch_threads(self.torch_threads):
             return [self._sample(s) for s in seed_list]
