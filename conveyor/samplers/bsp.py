@@ -53,11 +53,12 @@ def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     j = (deg.int() - fanout)[None, :] + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
     picks = step_draws(fanout, deg.numel(), generator, deg.device).mul_(j + 1).int()
     torch.minimum(picks, j, out=picks)
+    rows, bounds = picks.unbind(0), j.unbind(0)  # views made once: fanout**2 / 2 fewer index ops a hop
     for i in range(1, fanout):  # a draw that hits an earlier pick takes j_i (never picked before)
-        clash = picks[0] == picks[i]
+        clash = torch.eq(rows[0], rows[i])
         for k in range(1, i):
-            clash |= picks[k] == picks[i]
-        torch.where(clash, j[i], picks[i], out=picks[i])
+            clash.logical_or_(torch.eq(rows[k], rows[i]))
+        torch.where(clash, bounds[i], rows[i], out=rows[i])
     return picks
 
 
