@@ -49,9 +49,15 @@ def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
     step, scaled to [0, j] and clamped, a collision taking j itself. Offsets are int32 (a degree
     fits), so the collision checks read half the bytes."""
+    return floyd_offsets(step_draws(fanout, deg.numel(), generator, deg.device), deg, fanout)
+
+
+def floyd_offsets(draws: Tensor, deg: Tensor, fanout: int) -> Tensor:
+    """Floyd's picks (`floyd_picks`) from the [fanout, m] uniforms `draws`, which stay as they are
+    (so that two threads may do the same columns at once, samplers/bsp_threads.py)."""
     steps = torch.arange(fanout, dtype=torch.int32, device=deg.device)[:, None]
     j = (deg.int() - fanout)[None, :] + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
-    picks = step_draws(fanout, deg.numel(), generator, deg.device).mul_(j + 1).int()
+    picks = torch.mul(draws, j + 1).int()
     torch.minimum(picks, j, out=picks)
     rows, bounds = picks.unbind(0), j.unbind(0)  # views made once: fanout**2 / 2 fewer index ops a hop
     for i in range(1, fanout):  # a draw that hits an earlier pick takes j_i (never picked before)
@@ -105,7 +111,7 @@ def replacement_picks(start: Tensor, deg: Tensor, fanout: int, generator: torch.
 
 
 def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, keys: Tensor | None = None,
-                     replace: bool = False):
+                     replace: bool = False, split: Splitter | None = None):
     """Draw min(deg, fanout) distinct edge positions per node, uniformly (Floyd) or, given the
     edges' weight `keys`, by weight; with `replace`, `fanout` with replacement (uniformly).
     Returns (positions, edges): edges a [2, E] buffer whose row 1
@@ -127,12 +133,22 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     if many.numel() and keys is not None:
         pos[num_few:] = weighted_picks(start.index_select(0, many), deg.index_select(0, many), fanout, keys,
                                        generator).view(-1)
-    elif many.numel():  # (fanout -1: never) draws, `fanout` steps
-        picks = floyd_picks(deg.index_select(0, many), fanout, generator)
-        torch.add(start.index_select(0, many)[:, None], picks.t(), out=pos[num_few:].view(-1, fanout))
+    elif many.numel():  # (fanout -1: never) draws, `fanout` steps: one stream, then Floyd's columns in chunks
+        floyd_positions(start.index_select(0, many), deg.index_select(0, many), fanout,
+                        step_draws(fanout, many.numel(), generator, deg.device), pos[num_few:].view(-1, fanout),
+                        split or Splitter(1))
     if many.numel():
         edges[1, num_few:].view(-1, fanout).copy_(many[:, None].expand(-1, fanout))
     return pos, edges
+
+
+def floyd_positions(start: Tensor, deg: Tensor, fanout: int, draws: Tensor, out: Tensor, split: Splitter) -> None:
+    """out[m, fanout]: each node's Floyd picks (from its column of `draws`) as CSC positions, the
+    nodes cut into chunks on `split`'s threads (each chunk's picks are the whole hop's, bit for bit)."""
+    def chunk(lo: int, hi: int):
+        picks = floyd_offsets(draws[:, lo:hi], deg[lo:hi], fanout)
+        torch.add(start[lo:hi, None], picks.t(), out=out[lo:hi])
+    split.run(chunk, start.numel(), per_item=fanout)
 
 
 def through_hop(parts: list, dim: int) -> list:
@@ -214,7 +230,8 @@ class BSPSampler:
         edges the owner's index into `nodes` (samplers/typed.py draws per relation instead)."""
         start = self.indptr.index_select(0, nodes)
         deg = self.indptr.index_select(0, nodes + 1).sub_(start)
-        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop])
+        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop],
+                                self.split)
 
     def sample(self, seeds) -> SampledBatch:
         with torch_threads(self.torch_threads):

@@ -1,15 +1,16 @@
 """bsp's own CPU threads (`threads` > 1) and the process's freed memory kept for its next batch.
 
-Threads: a hop's gathers (the sources of its edges, then their local ids) are cut into a few chunks
-of edges that the caller's thread takes from the front and a pool of `threads - 1` from the back,
-each chunk's torch op releasing the GIL; torch's own intra-op threads stay at 1. Why not torch's
-threads: each of its ops ends at an OpenMP barrier, so one thread descheduled by another process
-stalls every op of the batch (bsp forced to 2 threads was 6.9x slower than at 1 at load 20). Here
-the caller never waits for a worker: a chunk a worker has not finished when the caller reaches it,
-the caller does again itself (a gather writes the same values whoever does it), so on a busy
-machine a descheduled worker costs at most one chunk done twice. Only before the batch's local ids
-are reset does the caller wait for a worker still inside a chunk (`settle`). The chunks' outputs
-are those of one thread, bit for bit; the draws stay one stream, in order (the generator's).
+Threads: a hop's Floyd picks (after its one stream of draws) and gathers (the sources of its edges,
+then their local ids) are cut into a few chunks of nodes or edges that the caller's thread takes
+from the front and a pool of `threads - 1` from the back, each chunk's torch op releasing the GIL;
+torch's own intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
+barrier, so one thread descheduled by another process stalls every op of the batch (bsp forced to 2
+threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker: a chunk a
+worker has not finished when the caller reaches it, the caller does again itself (a gather writes
+the same values whoever does it), so on a busy machine a descheduled worker costs at most one chunk
+done twice. Only before the batch's local ids are reset does the caller wait for a worker still
+inside a chunk (`settle`). The chunks' outputs are those of one thread, bit for bit; the draws stay
+one stream, in order (the generator's).
 
 Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
 to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
@@ -64,8 +65,9 @@ class Splitter:
     def __getstate__(self):
         return {"threads": self.threads, "pool": None, "running": []}
 
-    def run(self, fn, n: int) -> None:
-        chunks = min(self.threads * CHUNKS_PER_THREAD, n // MIN_CHUNK)
+    def run(self, fn, n: int, per_item: int = 1) -> None:
+        """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""
+        chunks = min(self.threads * CHUNKS_PER_THREAD, n * per_item // MIN_CHUNK, n)
         if self.threads == 1 or chunks < 2:
             fn(0, n)
             return
