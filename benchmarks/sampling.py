@@ -36,8 +36,10 @@ PyG (which imports torch._dynamo, and triton with it): `--samplers bsp,dgl` runs
 --draws is sampler.draws for conveyor's samplers: per_node (the default, as a run's), each node
 drawing once, its batches' edges counted once (hop h of a per_node batch repeats hops 1..h, and the
 floor reads each hop's own draws); per_hop, every node again at each hop (bsp-previous's only form).
-bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's gathers on a small pool,
-torch's intra-op threads at 1); a row's thread count is the one its sampler ran at.
+bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's picks and gathers on a small
+pool, torch's intra-op threads at 1, the caller alone while the machine leaves no spare core); a
+row's thread count is the one its sampler ran at, and a bsp row at more than one says how much its
+workers ran (`split_counts` in the JSON).
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
@@ -227,6 +229,7 @@ def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted,
         return (time.perf_counter() - start, sum(b.n_id.numel() for b in done),
                 sum(sampled_edges(name, b, draws) for b in done))
     timer.threads = getattr(sampler, "threads", torch.get_num_threads())  # the count its calls run at
+    timer.split = getattr(sampler, "split", None)  # bsp's own threads: how much its workers ran
     return timer
 
 
@@ -256,7 +259,9 @@ def measure(names, graph, fanouts, batches, device, args, dgls, work, interprete
         for row, timer, rounds, threads in timers:
             torch.set_num_threads(threads)
             rounds.append(timer(row["group"], row["batches"]))
-    for row, _, rounds, _ in timers:
+    for row, timer, rounds, _ in timers:
+        if getattr(timer, "split", None) is not None and timer.threads > 1:
+            row["split_counts"] = dict(timer.split.counts)  # since it was built (the untimed call too)
         seconds = sorted(r[0] for r in rounds)
         nodes, edges = (sum(r[i] for r in rounds) / len(rounds) for i in (1, 2))  # a round's mean
         median = statistics.median(seconds)
@@ -380,7 +385,7 @@ def markdown(meta, rows) -> str:
         if r["available"]:
             ratio = f"{r['bsp_edges_per_s_over_this']:.2f}x" if r.get("bsp_edges_per_s_over_this") else "-"
             name = r["sampler"] + (f" {r['mode']} x{r['group']}" if r["group"] > 1 else "") + (
-                " (Triton interpreter)" if r["interpreter"] else "")
+                " (Triton interpreter)" if r["interpreter"] else "") + workers_note(r)
             low, high = r["ms_range"]
             lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {name} | {r['fanouts']} | "
                          f"{r['batch_size']} | {r['ms_per_batch']:.1f} ({low:.1f}-{high:.1f}) | "
@@ -390,6 +395,17 @@ def markdown(meta, rows) -> str:
     skipped = {r["sampler"]: r["reason"] for r in rows if not r["available"]}
     lines += [""] + [f"- `{name}` skipped: {reason}" for name, reason in skipped.items()]
     return "\n".join(lines) + "\n"
+
+
+def workers_note(row) -> str:
+    """How much of a multi-threaded bsp row its workers did: the share of its splittable steps that
+    the machine's spare cores let it split, and the share of those chunks the workers ran."""
+    counts = row.get("split_counts")
+    if not counts:
+        return ""
+    steps, chunks = counts["alone"] + counts["split"], counts["caller"] + counts["workers"]
+    return (f" (split {counts['split'] / max(steps, 1):.0%} of steps, workers ran "
+            f"{counts['workers'] / max(chunks, 1):.0%} of chunks)")
 
 
 def pyg_path() -> str:

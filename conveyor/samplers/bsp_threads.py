@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+
+from conveyor.core.cores import _idle_ticks, usable_cores
 
 MIN_CHUNK = 1 << 15  # edges: below this a chunk costs more in hand-offs than it saves
 CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller little to wait for
+CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 1 << 30  # glibc: free heap kept at the top before it is handed back
 _kept = []  # whether keep_freed_memory has run in this process
@@ -61,16 +66,23 @@ class Splitter:
         self.threads = threads
         self.pool = None  # started at the first split, so that a sampler stays picklable
         self.running = []  # an event per chunk a worker took, set when it is out of it
+        # Splits the caller did alone as the machine was busy (`SpareCores`) and split ones; of these
+        # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late.
+        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0}
+        self.spare = SpareCores(threads)
 
     def __getstate__(self):
-        return {"threads": self.threads, "pool": None, "running": []}
+        return {"threads": self.threads, "pool": None, "running": [], "counts": dict.fromkeys(self.counts, 0),
+                "spare": SpareCores(self.threads)}
 
     def run(self, fn, n: int, per_item: int = 1) -> None:
         """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""
         chunks = min(self.threads * CHUNKS_PER_THREAD, n * per_item // MIN_CHUNK, n)
-        if self.threads == 1 or chunks < 2:
+        if self.threads == 1 or chunks < 2 or not self.spare.enough():
+            self.counts["alone"] += self.threads > 1 and chunks >= 2
             fn(0, n)
             return
+        self.counts["split"] += 1
         if self.pool is None:
             self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bsp")
         bounds = [n * k // chunks for k in range(chunks + 1)]
@@ -81,9 +93,11 @@ class Splitter:
             with lock:
                 if state[k] == DONE:
                     continue
+                self.counts["twice"] += state[k] == TAKEN
                 state[k] = TAKEN
             fn(bounds[k], bounds[k + 1])
             state[k] = DONE
+            self.counts["caller"] += 1
 
     def _work(self, fn, bounds, state, lock) -> None:
         """A worker: chunks from the back until none is free (one that starts late finds none)."""
@@ -97,6 +111,7 @@ class Splitter:
             try:
                 fn(bounds[k], bounds[k + 1])
                 state[k] = DONE
+                self.counts["workers"] += 1
             except BaseException:  # the caller does the chunk itself, and raises if it fails there too
                 pass
             finally:
@@ -107,3 +122,29 @@ class Splitter:
         for out in self.running:
             out.wait()
         self.running.clear()
+
+
+class SpareCores:
+    """Whether the machine leaves this process the cores for `threads` threads, reconsidered every
+    CHECK_S from /proc/stat's idle time plus this process's own CPU time over the last interval (no
+    sleep). On a busy machine a second thread only time-shares the first one's core (bsp at 2 threads
+    was 1.1-1.2x slower than at 1 at load 10, every chunk handed over): the caller then takes every
+    chunk itself, and the counts (`Splitter.counts`) say how many the workers ran."""
+
+    def __init__(self, threads: int):
+        self.threads, self.welcome, self.last = threads, True, None
+
+    def enough(self) -> bool:
+        now = time.monotonic()
+        if self.last is None or now - self.last[0] >= CHECK_S:
+            try:
+                reading = (now, _idle_ticks(usable_cores()), time.process_time())
+            except (OSError, ValueError):  # no /proc/stat: the threads as asked
+                return True
+            if self.last is not None:
+                elapsed = now - self.last[0]
+                idle = (reading[1] - self.last[1]) / os.sysconf("SC_CLK_TCK") / elapsed
+                own = (reading[2] - self.last[2]) / elapsed
+                self.welcome = idle + own >= self.threads - 0.5  # cores nobody else used
+            self.last = reading
+        return self.welcome
