@@ -44,6 +44,14 @@ def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, o
     torch.index_select(few, 0, rep, out=owner)
 
 
+def true_ids(mask: Tensor) -> Tensor:
+    """The indices where `mask` holds, ascending, int64: numpy's scan on the CPU (several times
+    torch's `nonzero` there), torch's elsewhere."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return mask.nonzero().squeeze(1)
+
+
 def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
     step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
@@ -124,8 +132,7 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     if replace:
         return replacement_picks(start, deg, fanout, generator)
     take_all = deg <= fanout
-    few = take_all.nonzero().squeeze(1)
-    many = (~take_all).nonzero().squeeze(1)
+    few, many = true_ids(take_all), true_ids(~take_all)
     num_few = int(deg.index_select(0, few).sum())
     pos = torch.empty(num_few + many.numel() * fanout, dtype=torch.long, device=deg.device)
     edges = torch.empty(2, pos.numel(), dtype=torch.long, device=deg.device)
@@ -214,10 +221,7 @@ class BSPSampler:
             return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
         self.marked.index_fill_(0, nbrs.long(), True)
         self.marked.index_fill_(0, known, False)
-        if self.device.type == "cpu":  # numpy's scan of a bool array: several times torch's nonzero
-            new = torch.from_numpy(np.flatnonzero(self.marked.numpy()))
-        else:
-            new = self.marked.nonzero().squeeze(1)
+        new = true_ids(self.marked)
         self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
         return new
 
