@@ -15,7 +15,7 @@ one stream, in order (the generator's).
 Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
 to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
 bsp's CPU time at scale 0.05). `keep_freed_memory` raises glibc's mmap and trim thresholds once per
-process so that freed blocks are reused; the process keeps the memory of its largest batch.
+process so that freed blocks are reused; the process keeps up to TRIM_THRESHOLD of free heap.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ MIN_CHUNK = 1 << 15  # edges: below this a chunk costs more in hand-offs than it
 CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller little to wait for
 CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
-TRIM_THRESHOLD = 1 << 30  # glibc: free heap kept at the top before it is handed back
+TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
 _kept = []  # whether keep_freed_memory has run in this process
 
 
