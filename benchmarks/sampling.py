@@ -17,8 +17,8 @@ each time every sampler of a configuration once, one after another, so that a ch
 machine's load touches them all; a row is the median round, with the range. Reported: ms per
 batch, sampled edges per second, and the speedup over bsp measured in the same run (bsp ms /
 sampler ms), plus the mean nodes and edges per batch as a check that the samplers draw subgraphs
-of the same size. With --threads 1,2 every configuration runs at each torch thread count (DGL's
-interpreter is started at each): the count is forced on every sampler, never conveyor's
+of the same size. With --threads 1,2 every configuration runs at each torch thread count, the thread counts' rounds
+interleaved too (DGL's interpreter is started at each): the count is forced on every sampler, never conveyor's
 threads="auto" (which takes fewer on a busy machine), and each row records the thread count its
 sampler really ran at (the sampler's own, DGL's as its interpreter set it) and the 1-minute load
 average when it started (os.getloadavg), as the machine may be shared.
@@ -30,7 +30,16 @@ not run). It reads the graph saved as .npy and the same seed batches, and times 
     python -m benchmarks.sampling --device cuda                   # scale 1.0 (products' size)
     python -m benchmarks.sampling                                 # CPU: a small graph
 
-Only a run that asks for `fused` imports it (and triton): `--samplers bsp,dgl` runs without.
+Only a run that asks for `fused` imports it (and triton), and only one that asks for `pyg` imports
+PyG (which imports torch._dynamo, and triton with it): `--samplers bsp,dgl` runs without.
+
+--draws is sampler.draws for conveyor's samplers: per_node (the default, as a run's), each node
+drawing once, its batches' edges counted once (hop h of a per_node batch repeats hops 1..h, and the
+floor reads each hop's own draws); per_hop, every node again at each hop (bsp-previous's only form).
+bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's picks and gathers on a small
+pool, torch's intra-op threads at 1, the caller alone while the machine leaves no spare core); a
+row's thread count is the one its sampler ran at, and a bsp row at more than one says how much its
+workers ran (`split_counts` in the JSON).
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
@@ -94,6 +103,9 @@ def parse_args(argv=None):
                    help="comma-separated (default: " + ",".join(map(str, BATCH_SIZES)) + ")")
     p.add_argument("--data-root", default="data", help="where the synthetic graph is cached")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--draws", default="per_node", choices=["per_node", "per_hop"],
+                   help="sampler.draws for conveyor's samplers: per_node (the default: each node draws once, as "
+                        "PyG's) or per_hop (every node again at each hop; bsp-previous's only form)")
     p.add_argument("--threads", default=None, help="torch CPU threads, comma-separated for several "
                    "(each configuration at each; default: torch's)")
     p.add_argument("--rounds", type=int, default=5, help="rounds, each timing every sampler once, interleaved; "
@@ -165,11 +177,12 @@ def dgl_timer(dgl, name, fanouts, batches, work: Path):
     return timer
 
 
-def gather_timer(graph, fanouts, batches, device, seed):
+def gather_timer(graph, fanouts, batches, device, seed, draws):
     """The floor (`gather`): bsp's sampled edges of each batch read from `indices` with no draw, no
-    dedup, no relabelling: one `index_select` per hop of the positions bsp drew (computed before)."""
-    sampler = build_sampler("bsp", graph, fanouts, device=device, seed=seed, threads=torch.get_num_threads())
-    positions = [sampler.sample(seeds).edge_pos_per_hop for seeds in batches]
+    dedup, no relabelling: one `index_select` per hop of the positions bsp drew (computed before;
+    per_node: each hop's own draws, not the earlier hops' repeated in it)."""
+    sampler = build_sampler("bsp", graph, fanouts, device=device, seed=seed, draws=draws, threads=1)
+    positions = [own_draws(sampler.sample(seeds).edge_pos_per_hop, draws) for seeds in batches]
     indices = graph.indices.to(device)
 
     def timer(first, count):
@@ -184,16 +197,26 @@ def gather_timer(graph, fanouts, batches, device, seed):
     return timer
 
 
-def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted):
+def own_draws(positions, draws) -> list:
+    """Each hop's own drawn positions (per_node's hop h holds hops 1..h: its tail is its own)."""
+    if draws == "per_hop":
+        return positions
+    return [p[(positions[h - 1].numel() if h else 0):] for h, p in enumerate(positions)]
+
+
+def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted, draws):
     """A timer (first, count) -> seconds, nodes, edges for one of conveyor's samplers (or bsp's
     previous release, or the gather floor), `group` batches a call, after an untimed call
     (compilation, buffers)."""
     if name == "gather":
-        return gather_timer(graph, fanouts, batches, device, seed)
+        return gather_timer(graph, fanouts, batches, device, seed, draws)
     if name == "bsp-previous":  # it has no threads of its own: it runs at the process's, set by main
+        if draws != "per_hop":
+            raise ConveyorError("bsp-previous draws per_hop only: run with --draws per_hop to compare it")
         sampler = PreviousBSPSampler(graph, fanouts, device=device, seed=seed)
     else:  # the thread count forced, never "auto" (which picks fewer on a busy machine)
-        sampler = build_sampler(name, graph, fanouts, device=device, seed=seed, threads=torch.get_num_threads())
+        sampler = build_sampler(name, graph, fanouts, device=device, seed=seed, threads=torch.get_num_threads(),
+                                draws=draws)
     sample = sampler.sample_many if group > 1 else (lambda call: [sampler.sample(call[0])])
     if not (name == "fused" and interpreted):  # nothing to compile in the interpreter
         sample(batches[:group])
@@ -204,14 +227,15 @@ def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted)
         done = [b for i in range(first, first + count, group) for b in sample(batches[i: i + group])]
         synchronize(device)
         return (time.perf_counter() - start, sum(b.n_id.numel() for b in done),
-                sum(sampled_edges(name, b) for b in done))
+                sum(sampled_edges(name, b, draws) for b in done))
     timer.threads = getattr(sampler, "threads", torch.get_num_threads())  # the count its calls run at
+    timer.split = getattr(sampler, "split", None)  # bsp's own threads: how much its workers ran
     return timer
 
 
-def sampled_edges(name, batch) -> int:
-    # pyg's hop h holds every edge of hops 1..h (see samplers/pyg.py): its last hop has them all.
-    return batch.edge_index_per_hop[-1].size(1) if name == "pyg" else batch.num_sampled_edges
+def sampled_edges(name, batch, draws) -> int:
+    # per_node (pyg's only form): hop h holds every edge of hops 1..h (samplers/pyg.py), the last hop has them all.
+    return batch.edge_index_per_hop[-1].size(1) if name == "pyg" or draws == "per_node" else batch.num_sampled_edges
 
 
 def timed_batches(name, interpreted, group, args) -> int:
@@ -219,28 +243,25 @@ def timed_batches(name, interpreted, group, args) -> int:
     return max(group, count - count % group)  # whole super-batches
 
 
-def measure(names, graph, fanouts, batches, device, args, dgl, work, interpreted):
-    """Rows for one configuration: every sampler (fused twice: single and super-batch) timed once a
-    round, the rounds interleaved, each row the median round and the range."""
+def measure(names, graph, fanouts, batches, device, args, dgls, work, interpreted):
+    """Rows for one configuration: every sampler (fused twice: single and super-batch) at every
+    thread count timed once a round, the rounds interleaved (so that 1 and 2 threads meet the same
+    load), each row the median round and the range."""
     rows, timers = [], []
-    for name in names:
-        for mode, group in [("batch", 1), ("super-batch", args.super_batch)] if name == "fused" else [("batch", 1)]:
-            row = {"sampler": name, "mode": mode, "group": group, "fanouts": fanouts,
-                   "batch_size": batches[0].numel(), "interpreter": name == "fused" and interpreted,
-                   "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0]}
-            try:
-                timer = (dgl_timer(dgl, name, fanouts, batches, work) if name in DGL_ROWS else
-                         local_timer(name, graph, fanouts, batches, device, args.seed, group, interpreted))
-            except (ConveyorError, ImportError) as err:
-                rows.append(dict(row, available=False, reason=str(err)))
-                continue
-            rows.append(dict(row, available=True, batches=timed_batches(name, row["interpreter"], group, args),
-                             threads=timer.threads))
-            timers.append((rows[-1], timer, []))
+    for threads in args.threads:
+        torch.set_num_threads(threads)  # forced on every sampler built now, and again before each of its rounds
+        for row, timer in sampler_timers(names, graph, fanouts, batches, device, args, dgls[threads], work,
+                                         interpreted):
+            rows.append(row)
+            if timer is not None:
+                timers.append((row, timer, [], threads))
     for _ in range(args.rounds):
-        for row, timer, rounds in timers:
+        for row, timer, rounds, threads in timers:
+            torch.set_num_threads(threads)
             rounds.append(timer(row["group"], row["batches"]))
-    for row, _, rounds in timers:
+    for row, timer, rounds, _ in timers:
+        if getattr(timer, "split", None) is not None and timer.threads > 1:
+            row["split_counts"] = dict(timer.split.counts)  # since it was built (the untimed call too)
         seconds = sorted(r[0] for r in rounds)
         nodes, edges = (sum(r[i] for r in rounds) / len(rounds) for i in (1, 2))  # a round's mean
         median = statistics.median(seconds)
@@ -249,6 +270,25 @@ def measure(names, graph, fanouts, batches, device, args, dgl, work, interpreted
                    edges_per_s=edges / median, nodes_per_batch=nodes / row["batches"],
                    edges_per_batch=edges / row["batches"])
     return rows
+
+
+def sampler_timers(names, graph, fanouts, batches, device, args, dgl, work, interpreted):
+    """(row, timer) for each sampler at torch's thread count now; a row saying why, and no timer,
+    for one that cannot run."""
+    for name in names:
+        for mode, group in [("batch", 1), ("super-batch", args.super_batch)] if name == "fused" else [("batch", 1)]:
+            row = {"sampler": name, "mode": mode, "group": group, "fanouts": fanouts, "draws": args.draws,
+                   "batch_size": batches[0].numel(), "interpreter": name == "fused" and interpreted,
+                   "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0]}
+            try:
+                timer = (dgl_timer(dgl, name, fanouts, batches, work) if name in DGL_ROWS else
+                         local_timer(name, graph, fanouts, batches, device, args.seed, group, interpreted,
+                                     args.draws))
+            except (ConveyorError, ImportError) as err:
+                yield dict(row, available=False, reason=str(err)), None
+                continue
+            yield dict(row, available=True, batches=timed_batches(name, row["interpreter"], group, args),
+                       threads=timer.threads), timer
 
 
 def start_dgl(args, graph, threads, work: Path):
@@ -282,16 +322,15 @@ def main(argv=None):
     meta = describe(args, device, graph, interpreted, argv)
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for threads in args.threads:  # the JSON after each configuration
-            torch.set_num_threads(threads)
-            dgl = start_dgl(args, graph, threads, Path(work))
-            for fanouts, batches in seed_batches(graph, args):
-                new = measure(args.samplers.split(","), graph, fanouts, batches, device, args, dgl, Path(work),
-                              interpreted)
-                rows += new
-                add_speedups(rows)
-                print_rows(new)
-                out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": False}, indent=1))
+        dgls = {threads: start_dgl(args, graph, threads, Path(work)) for threads in args.threads}
+        for fanouts, batches in seed_batches(graph, args):  # the JSON after each configuration
+            new = measure(args.samplers.split(","), graph, fanouts, batches, device, args, dgls, Path(work),
+                          interpreted)
+            rows += new
+            add_speedups(rows)
+            print_rows(new)
+            out.write_text(json.dumps({"meta": meta, "rows": rows, "complete": False}, indent=1))
+        for dgl in dgls.values():
             if isinstance(dgl, DGLProcess):
                 dgl.close()
     print()
@@ -319,7 +358,8 @@ def describe(args, device, graph, interpreted, argv) -> dict:
             "threads": args.threads, "load_1min_at_start": os.getloadavg()[0], "torch": torch.__version__,
             "scale": args.scale, "num_nodes": graph.num_nodes,
             "num_edges": graph.num_edges, "fused_interpreted": interpreted, "super_batch": args.super_batch,
-            "batches": args.batches, "pyg_batches": args.pyg_batches, "pyg_path": pyg_path(), "rounds": args.rounds,
+            "batches": args.batches, "pyg_batches": args.pyg_batches, "rounds": args.rounds, "draws": args.draws,
+            "pyg_path": pyg_path() if "pyg" in args.samplers.split(",") else None,
             "command": " ".join(command)}
 
 
@@ -328,12 +368,13 @@ def markdown(meta, rows) -> str:
     lines = [f"# Sampling: synthetic products-shaped graph, scale {meta['scale']:g}", "",
              f"`{meta['command']}`", "",
              f"{meta['num_nodes']:,} nodes, {meta['num_edges']:,} edges; device {meta['device']}, "
-             f"{meta['cpu_count']} CPU cores, torch {meta['torch']} at {meta['threads']} thread(s); 1-minute load "
+             f"{meta['cpu_count']} CPU cores, torch {meta['torch']} at {meta['threads']} thread(s), sampler.draws "
+             f"{meta.get('draws', 'per_hop')}; 1-minute load "
              f"{meta['load_1min_at_start']:.1f} at the start, {meta['load_1min_at_end']:.1f} at the end "
              f"(each row's below); {meta['batches']} timed batches a row after one untimed, the median of "
              f"{meta['rounds']} interleaved rounds (range in brackets); DGL's rows: int32 ids, fused (its default) "
-             "unless named otherwise; PyG's path: "
-             f"{meta['pyg_path']}. `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
+             "unless named otherwise" + (f"; PyG's path: {meta['pyg_path']}" if meta["pyg_path"] else "")
+             + ". `bsp x` is bsp's sampled edges per second over the row's (PyG draws fewer "
              "edges a batch: each node once), measured back to back at the same thread count. `edges vs bsp`: a "
              "row's sampled edges a batch over bsp's, on the same seeds; far from 100% (pyg aside) the row "
              "did less work than the others, and its time is no comparison.", "",
@@ -344,7 +385,7 @@ def markdown(meta, rows) -> str:
         if r["available"]:
             ratio = f"{r['bsp_edges_per_s_over_this']:.2f}x" if r.get("bsp_edges_per_s_over_this") else "-"
             name = r["sampler"] + (f" {r['mode']} x{r['group']}" if r["group"] > 1 else "") + (
-                " (Triton interpreter)" if r["interpreter"] else "")
+                " (Triton interpreter)" if r["interpreter"] else "") + workers_note(r)
             low, high = r["ms_range"]
             lines.append(f"| {r['threads']} | {r['load_1min']:.1f} | {name} | {r['fanouts']} | "
                          f"{r['batch_size']} | {r['ms_per_batch']:.1f} ({low:.1f}-{high:.1f}) | "
@@ -356,8 +397,20 @@ def markdown(meta, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+def workers_note(row) -> str:
+    """How much of a multi-threaded bsp row its workers did: the share of its splittable steps that
+    the machine's spare cores let it split, and the share of those chunks the workers ran."""
+    counts = row.get("split_counts")
+    if not counts:
+        return ""
+    steps, chunks = counts["alone"] + counts["split"], counts["caller"] + counts["workers"]
+    return (f" (split {counts['split'] / max(steps, 1):.0%} of steps, workers ran "
+            f"{counts['workers'] / max(chunks, 1):.0%} of chunks)")
+
+
 def pyg_path() -> str:
-    """Which PyG sampling path a `pyg` row ran: pyg-lib's C++ one, or torch_sparse's."""
+    """Which PyG sampling path a `pyg` row ran: pyg-lib's C++ one, or torch_sparse's. Asked only
+    when a run has a `pyg` row: importing PyG imports torch._dynamo, and with it triton."""
     try:
         from torch_geometric import typing as pyg
     except ImportError as err:

@@ -127,8 +127,8 @@ def build_part(graph: Graph, plan: Plan, rank: int, info: Optional[Dict] = None)
                   val_idx=to_local(plan.owned["val"][rank]),
                   test_idx=to_local(plan.owned["test"][rank]),
                   num_classes=graph.num_classes, name=f"{graph.name}-part{rank}")
-    out_degree = torch.bincount(indices.long(), minlength=node_ids.numel())
-    ranking = torch.sort(out_degree, descending=True, stable=True).indices
+    # The cache's degree order, counted a chunk at a time (Graph.out_degree): no int64 copy of indices.
+    ranking = torch.sort(local.out_degree(), descending=True, stable=True).indices
     info = dict(info or {}, rank=rank, nodes=node_ids.numel(), edges=int(indices.numel()),
                 train=int(local.train_idx.numel()), val=int(local.val_idx.numel()),
                 test=int(local.test_idx.numel()), train_closure_nodes=plan.train_closure[rank],

@@ -17,6 +17,7 @@ Small batches on a large graph are bound by random reads and writes into the num
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -24,6 +25,7 @@ from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
@@ -42,20 +44,35 @@ def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, o
     torch.index_select(few, 0, rep, out=owner)
 
 
+def true_ids(mask: Tensor) -> Tensor:
+    """The indices where `mask` holds, ascending, int64: numpy's scan on the CPU (several times
+    torch's `nonzero` there), torch's elsewhere."""
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return mask.nonzero().squeeze(1)
+
+
 def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
     """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
     step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
     step, scaled to [0, j] and clamped, a collision taking j itself. Offsets are int32 (a degree
     fits), so the collision checks read half the bytes."""
+    return floyd_offsets(step_draws(fanout, deg.numel(), generator, deg.device), deg, fanout)
+
+
+def floyd_offsets(draws: Tensor, deg: Tensor, fanout: int) -> Tensor:
+    """Floyd's picks (`floyd_picks`) from the [fanout, m] uniforms `draws`, which stay as they are
+    (so that two threads may do the same columns at once, samplers/bsp_threads.py)."""
     steps = torch.arange(fanout, dtype=torch.int32, device=deg.device)[:, None]
     j = (deg.int() - fanout)[None, :] + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
-    picks = step_draws(fanout, deg.numel(), generator, deg.device).mul_(j + 1).int()
+    picks = torch.mul(draws, j + 1).int()
     torch.minimum(picks, j, out=picks)
+    rows, bounds = picks.unbind(0), j.unbind(0)  # views made once: fanout**2 / 2 fewer index ops a hop
     for i in range(1, fanout):  # a draw that hits an earlier pick takes j_i (never picked before)
-        clash = picks[0] == picks[i]
+        clash = torch.eq(rows[0], rows[i])
         for k in range(1, i):
-            clash |= picks[k] == picks[i]
-        torch.where(clash, j[i], picks[i], out=picks[i])
+            clash.logical_or_(torch.eq(rows[k], rows[i]))
+        torch.where(clash, bounds[i], rows[i], out=rows[i])
     return picks
 
 
@@ -102,7 +119,7 @@ def replacement_picks(start: Tensor, deg: Tensor, fanout: int, generator: torch.
 
 
 def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, keys: Tensor | None = None,
-                     replace: bool = False):
+                     replace: bool = False, split: Splitter | None = None):
     """Draw min(deg, fanout) distinct edge positions per node, uniformly (Floyd) or, given the
     edges' weight `keys`, by weight; with `replace`, `fanout` with replacement (uniformly).
     Returns (positions, edges): edges a [2, E] buffer whose row 1
@@ -115,8 +132,7 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     if replace:
         return replacement_picks(start, deg, fanout, generator)
     take_all = deg <= fanout
-    few = take_all.nonzero().squeeze(1)
-    many = (~take_all).nonzero().squeeze(1)
+    few, many = true_ids(take_all), true_ids(~take_all)
     num_few = int(deg.index_select(0, few).sum())
     pos = torch.empty(num_few + many.numel() * fanout, dtype=torch.long, device=deg.device)
     edges = torch.empty(2, pos.numel(), dtype=torch.long, device=deg.device)
@@ -124,12 +140,22 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     if many.numel() and keys is not None:
         pos[num_few:] = weighted_picks(start.index_select(0, many), deg.index_select(0, many), fanout, keys,
                                        generator).view(-1)
-    elif many.numel():  # (fanout -1: never) draws, `fanout` steps
-        picks = floyd_picks(deg.index_select(0, many), fanout, generator)
-        torch.add(start.index_select(0, many)[:, None], picks.t(), out=pos[num_few:].view(-1, fanout))
+    elif many.numel():  # (fanout -1: never) draws, `fanout` steps: one stream, then Floyd's columns in chunks
+        floyd_positions(start.index_select(0, many), deg.index_select(0, many), fanout,
+                        step_draws(fanout, many.numel(), generator, deg.device), pos[num_few:].view(-1, fanout),
+                        split or Splitter(1))
     if many.numel():
         edges[1, num_few:].view(-1, fanout).copy_(many[:, None].expand(-1, fanout))
     return pos, edges
+
+
+def floyd_positions(start: Tensor, deg: Tensor, fanout: int, draws: Tensor, out: Tensor, split: Splitter) -> None:
+    """out[m, fanout]: each node's Floyd picks (from its column of `draws`) as CSC positions, the
+    nodes cut into chunks on `split`'s threads (each chunk's picks are the whole hop's, bit for bit)."""
+    def chunk(lo: int, hi: int):
+        picks = floyd_offsets(draws[:, lo:hi], deg[lo:hi], fanout)
+        torch.add(start[lo:hi, None], picks.t(), out=out[lo:hi])
+    split.run(chunk, start.numel(), per_item=fanout)
 
 
 def through_hop(parts: list, dim: int) -> list:
@@ -155,6 +181,11 @@ class BSPSampler:
         weights = edge_weights(graph, weight_attr)
         self.threads = sampler_threads(threads)
         self.device = torch.device(device)
+        # On the CPU bsp's own threads split a hop's edges (samplers/bsp_threads.py); torch's stay at 1.
+        self.split = Splitter(self.threads if self.device.type == "cpu" else 1)
+        self.torch_threads = 1 if self.device.type == "cpu" else self.threads
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.once = once
         self.num_nodes = graph.num_nodes
         # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
@@ -178,25 +209,36 @@ class BSPSampler:
     def manual_seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
 
+    def neighbours(self, pos: Tensor) -> Tensor:
+        """The source ids of the edges at `pos` (`indices`' dtype), chunk by chunk on the sampler's threads."""
+        nbrs = torch.empty(pos.numel(), dtype=self.indices.dtype, device=self.device)
+        self.split.run(lambda lo, hi: torch.index_select(self.indices, 0, pos[lo:hi], out=nbrs[lo:hi]), pos.numel())
+        return nbrs
+
     def new_nodes(self, nbrs: Tensor, known: Tensor) -> Tensor:
         """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
             return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
         self.marked.index_fill_(0, nbrs.long(), True)
         self.marked.index_fill_(0, known, False)
-        new = self.marked.nonzero().squeeze(1)
+        new = true_ids(self.marked)
         self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
         return new
+
+    def relabel(self, nbrs: Tensor, out: Tensor) -> None:
+        """`out` (int64): each of `nbrs`' local id, chunk by chunk on the sampler's threads."""
+        self.split.run(lambda lo, hi: out[lo:hi].copy_(self.local.index_select(0, nbrs[lo:hi])), nbrs.numel())
 
     def draw(self, nodes: Tensor, hop: int):
         """Hop `hop`'s draws for `nodes`: `sample_positions`' (positions, edges), row 1 of the
         edges the owner's index into `nodes` (samplers/typed.py draws per relation instead)."""
         start = self.indptr.index_select(0, nodes)
         deg = self.indptr.index_select(0, nodes + 1).sub_(start)
-        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop])
+        return sample_positions(start, deg, self.fanouts[hop], self.generator, self.keys, self.replacing[hop],
+                                self.split)
 
     def sample(self, seeds) -> SampledBatch:
-        with torch_threads(self.threads):
+        with torch_threads(self.torch_threads):
             return self._sample(seeds)
 
     def _sample(self, seeds) -> SampledBatch:
@@ -209,21 +251,22 @@ class BSPSampler:
             pos, hop = self.draw(n_id[first:], h)
             if first:
                 hop[1] += first
-            nbrs = self.indices.index_select(0, pos)
+            nbrs = self.neighbours(pos)
             new = self.new_nodes(nbrs, n_id)
             self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
                                                         device=self.device))
             count += new.numel()
             n_id = torch.cat([n_id, new])
             counts.append(count)
-            hop[0].copy_(self.local.index_select(0, nbrs))
+            self.relabel(nbrs, hop[0])
             edges.append(hop)
             positions.append(pos)
+        self.split.settle()  # no worker still reads `local` for this batch
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
         if self.once:  # each node's one draw serves every later layer: hop h holds hops 1..h (pyg.py's form)
             edges, positions = through_hop(edges, 1), through_hop(positions, 0)
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):
-        with torch_threads(self.threads):
+        with torch_threads(self.torch_threads):
             return [self._sample(s) for s in seed_list]

@@ -32,6 +32,26 @@ def cached_ids(cache) -> torch.Tensor:
     return ids[torch.argsort(cache.slot.cpu()[ids])]
 
 
+def test_the_degree_ranking_counts_int32_indices_without_an_int64_copy(monkeypatch):
+    """The degree order (the cache's, a partition's) counts `indices` a chunk at a time as they
+    are (int32): its largest allocation is one chunk's counters, not an int64 copy of indices
+    (1 GB at products' scale)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from conveyor.cache.policies import degree_ranking
+    from conveyor.partition import graph as graph_module
+    monkeypatch.setattr(graph_module, "DEGREE_CHUNK", 1 << 14)
+    num_nodes, num_edges = 500, 400_000
+    indices = torch.randint(0, num_nodes, (num_edges,), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    graph = Graph(indptr=torch.linspace(0, num_edges, num_nodes + 1).long(), indices=indices)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        ranking = degree_ranking(graph)
+    largest = max(event.cpu_memory_usage for event in prof.events())
+    assert 0 < largest <= 8 * (1 << 14) < 4 * num_edges  # a chunk's int64 ones; indices alone is 4 bytes an edge
+    counts = torch.bincount(indices.long(), minlength=num_nodes)
+    assert torch.equal(ranking, torch.sort(counts, descending=True, stable=True).indices)
+
+
 def test_degree_caches_the_top_out_degree_nodes_ties_by_smaller_id():
     graph = hand_graph()
     assert graph.out_degree().tolist() == [3, 1, 3, 0, 2, 1]

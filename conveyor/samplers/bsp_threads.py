@@ -1,0 +1,150 @@
+"""bsp's own CPU threads (`threads` > 1) and the process's freed memory kept for its next batch.
+
+Threads: a hop's Floyd picks (after its one stream of draws) and gathers (the sources of its edges,
+then their local ids) are cut into a few chunks of nodes or edges that the caller's thread takes
+from the front and a pool of `threads - 1` from the back, each chunk's torch op releasing the GIL;
+torch's own intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
+barrier, so one thread descheduled by another process stalls every op of the batch (bsp forced to 2
+threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker: a chunk a
+worker has not finished when the caller reaches it, the caller does again itself (a gather writes
+the same values whoever does it), so on a busy machine a descheduled worker costs at most one chunk
+done twice. Only before the batch's local ids are reset does the caller wait for a worker still
+inside a chunk (`settle`). The chunks' outputs are those of one thread, bit for bit; the draws stay
+one stream, in order (the generator's).
+
+Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
+to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
+bsp's CPU time at scale 0.05). `keep_freed_memory` raises glibc's mmap and trim thresholds once per
+process so that freed blocks are reused; the process keeps up to TRIM_THRESHOLD of free heap.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from conveyor.core.cores import _idle_ticks, usable_cores
+
+MIN_CHUNK = 1 << 15  # edges: below this a chunk costs more in hand-offs than it saves
+CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller little to wait for
+CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
+MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
+TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
+_kept = []  # whether keep_freed_memory has run in this process
+
+
+def keep_freed_memory() -> bool:
+    """Once per process, on glibc: freed blocks below MMAP_THRESHOLD stay in the heap for reuse
+    instead of being unmapped and faulted in again. Returns whether glibc took the settings."""
+    if not _kept:
+        _kept.append(_mallopt())
+    return _kept[0]
+
+
+def _mallopt() -> bool:
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD,
+                                                                                         TRIM_THRESHOLD))
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS, Windows): nothing to set
+        return False
+
+
+FREE, TAKEN, DONE = 0, 1, 2  # a chunk's state
+
+
+class Splitter:
+    """Runs `fn(lo, hi)` over chunks of range(n) on `threads` threads, the caller's one of them;
+    `fn` must write the same values whoever runs it, and as often (module doc)."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.pool = None  # started at the first split, so that a sampler stays picklable
+        self.running = []  # an event per chunk a worker took, set when it is out of it
+        # Splits the caller did alone as the machine was busy (`SpareCores`) and split ones; of these
+        # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late.
+        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0}
+        self.spare = SpareCores(threads)
+
+    def __getstate__(self):
+        return {"threads": self.threads, "pool": None, "running": [], "counts": dict.fromkeys(self.counts, 0),
+                "spare": SpareCores(self.threads)}
+
+    def run(self, fn, n: int, per_item: int = 1) -> None:
+        """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""
+        chunks = min(self.threads * CHUNKS_PER_THREAD, n * per_item // MIN_CHUNK, n)
+        if self.threads == 1 or chunks < 2 or not self.spare.enough():
+            self.counts["alone"] += self.threads > 1 and chunks >= 2
+            fn(0, n)
+            return
+        self.counts["split"] += 1
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bsp")
+        bounds = [n * k // chunks for k in range(chunks + 1)]
+        state, lock = [FREE] * chunks, threading.Lock()
+        for _ in range(self.threads - 1):
+            self.pool.submit(self._work, fn, bounds, state, lock)
+        for k in range(chunks):  # from the front; a chunk a worker is inside is done again, not awaited
+            with lock:
+                if state[k] == DONE:
+                    continue
+                self.counts["twice"] += state[k] == TAKEN
+                state[k] = TAKEN
+            fn(bounds[k], bounds[k + 1])
+            state[k] = DONE
+            self.counts["caller"] += 1
+
+    def _work(self, fn, bounds, state, lock) -> None:
+        """A worker: chunks from the back until none is free (one that starts late finds none)."""
+        while True:
+            with lock:
+                k = next((k for k in reversed(range(len(state))) if state[k] == FREE), None)
+                if k is None:
+                    return
+                state[k], out = TAKEN, threading.Event()
+                self.running.append(out)
+            try:
+                fn(bounds[k], bounds[k + 1])
+                state[k] = DONE
+                self.counts["workers"] += 1
+            except BaseException:  # the caller does the chunk itself, and raises if it fails there too
+                pass
+            finally:
+                out.set()
+
+    def settle(self) -> None:
+        """Wait until no worker is inside a chunk (before what the chunks read changes)."""
+        for out in self.running:
+            out.wait()
+        self.running.clear()
+
+
+class SpareCores:
+    """Whether the machine leaves this process the cores for `threads` threads, reconsidered every
+    CHECK_S from /proc/stat's idle time plus this process's own CPU time over the last interval (no
+    sleep). On a busy machine a second thread only time-shares the first one's core (bsp at 2 threads
+    was 1.1-1.2x slower than at 1 at load 10, every chunk handed over): the caller then takes every
+    chunk itself, and the counts (`Splitter.counts`) say how many the workers ran."""
+
+    def __init__(self, threads: int):
+        self.threads, self.welcome, self.last = threads, True, None
+
+    def enough(self) -> bool:
+        now = time.monotonic()
+        if self.last is None or now - self.last[0] >= CHECK_S:
+            try:
+                reading = (now, _idle_ticks(usable_cores()), time.process_time())
+            except (OSError, ValueError):  # no /proc/stat: the threads as asked
+                return True
+            if self.last is not None:
+                elapsed = now - self.last[0]
+                idle = (reading[1] - self.last[1]) / os.sysconf("SC_CLK_TCK") / elapsed
+                own = (reading[2] - self.last[2]) / elapsed
+                self.welcome = idle + own >= self.threads - 0.5  # cores nobody else used
+            self.last = reading
+        return self.welcome

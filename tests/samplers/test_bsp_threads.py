@@ -1,0 +1,129 @@
+"""bsp's own CPU threads (samplers/bsp_threads.py): the batches of one thread bit for bit, a caller
+that never waits for a late worker inside a hop, and freed memory kept for the next batch."""
+import os
+import pickle
+import platform
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from conveyor.core.cores import usable_cores
+from conveyor.samplers import bsp_threads, build_sampler
+from conveyor.samplers.bsp_threads import SpareCores, Splitter
+from tests.helpers import REPO, power_law_graph, random_graph
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("draws", ["per_hop", "per_node"])
+@pytest.mark.parametrize("weight_attr", [None, "w"])
+def test_threads_draw_the_batches_of_one_thread_bit_for_bit(threads, draws, weight_attr, monkeypatch):
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 16)  # small graphs' hops split into chunks too
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # split however busy the machine is
+    graph = power_law_graph(2000, 40000)
+    graph.edge_attrs = {"w": torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(3))}
+    one, many = (build_sampler("bsp", graph, [15, 10, 5], seed=5, draws=draws, weight_attr=weight_attr, threads=t)
+                 for t in (1, threads))
+    g = torch.Generator().manual_seed(1)
+    for batch_size in (1, 300, graph.num_nodes, 300):
+        seeds = torch.randperm(graph.num_nodes, generator=g)[:batch_size]
+        a, b = one.sample(seeds), many.sample(seeds)
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.num_nodes_per_hop, b.num_nodes_per_hop)
+        for x, y in zip(a.edge_index_per_hop + a.edge_pos_per_hop, b.edge_index_per_hop + b.edge_pos_per_hop,
+                        strict=True):
+            assert torch.equal(x, y) and x.dtype == y.dtype
+    assert many.threads == threads and many.split.counts["split"] > 0 and many.split.counts["alone"] == 0
+    copy = pickle.loads(pickle.dumps(many))  # the pool stays behind; the copy starts its own
+    seeds = torch.arange(0, 2000, 3)
+    assert torch.equal(one.sample(seeds).edge_index_per_hop[-1], copy.sample(seeds).edge_index_per_hop[-1])
+
+
+def test_the_caller_does_a_late_workers_chunk_itself_and_settle_waits_for_it(monkeypatch):
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
+    """A worker that is slow inside its chunk (here: asleep) holds nothing up: the caller writes
+    that chunk too and returns; `settle` is what waits until the worker is out."""
+    out = torch.zeros(8 * 1024, dtype=torch.long)
+    asleep = threading.Event()
+
+    def chunk(lo, hi):
+        if threading.current_thread().name.startswith("bsp"):
+            asleep.set()
+            time.sleep(1.0)
+        else:
+            asleep.wait(5)  # the worker is inside its chunk before the caller goes on
+        out[lo:hi] = torch.arange(lo, hi)
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1024)  # 4 chunks: the worker takes the last
+    splitter = Splitter(2)
+    start = time.perf_counter()
+    splitter.run(chunk, out.numel())
+    returned = time.perf_counter() - start
+    assert torch.equal(out, torch.arange(out.numel())) and returned < 0.8
+    splitter.settle()
+    assert time.perf_counter() - start >= 0.95 and not splitter.running
+
+
+def test_a_chunk_that_fails_raises_in_the_caller(monkeypatch):
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 4)
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
+
+    def chunk(lo, hi):
+        raise ValueError(f"chunk {lo}-{hi}")
+    with pytest.raises(ValueError, match="chunk 0-"):
+        Splitter(2).run(chunk, 64)
+
+
+FAULTS = """
+import resource, sys, torch
+from conveyor.partition.datasets import load_dataset
+from conveyor.samplers import build_sampler
+from conveyor.samplers.bsp_threads import keep_freed_memory
+graph = load_dataset("synthetic", root=sys.argv[1], scale=0.002, seed=0)
+sampler = build_sampler("bsp", graph, [15, 10, 5], threads=1)
+seeds = [torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(b))[:1024] for b in range(13)]
+for batch in seeds[:3]:
+    sampler.sample(batch)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for batch in seeds[3:]:
+    sampler.sample(batch)
+print(keep_freed_memory(), (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the setting is glibc's")
+def test_a_sampler_reuses_freed_memory_instead_of_faulting_it_in_again(synthetic_small, data_root):
+    """A bsp sampler's process (a fresh one) keeps freed blocks for its next batch: after the first
+    batches, a few page faults a batch at most (glibc's default thresholds cost from none to
+    hundreds here, by the allocations' history, and thousands at scale 0.05)."""
+    kept, faults = subprocess.run([sys.executable, "-c", FAULTS, str(data_root)], cwd=REPO, capture_output=True,
+                                  text=True, check=True).stdout.split()
+    assert kept == "True" and float(faults) < 50, (kept, faults)
+
+
+def test_a_sampler_on_one_thread_starts_no_pool():
+    sampler = build_sampler("bsp", random_graph(300, 3000), [5, 5], threads=1)
+    sampler.sample(torch.arange(100))
+    assert sampler.split.pool is None and sampler.torch_threads == 1
+
+
+def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
+    """With every core this process may use taken by a spinning process, SpareCores finds no room
+    for a second thread, and the splits run on the caller alone (counted as such)."""
+    monkeypatch.setattr(bsp_threads, "CHECK_S", 0.5)
+    spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin, str(core)]) for core in usable_cores()]
+    try:
+        time.sleep(1.0)  # the spinners are spinning
+        splitter = Splitter(2)
+        assert splitter.spare.enough()  # no reading yet: the threads as asked
+        time.sleep(1.0)
+        splitter.run(lambda lo, hi: time.sleep(0.01), 1 << 20)
+        assert not splitter.spare.enough()
+        assert splitter.counts["alone"] == 1 and splitter.counts["split"] == 0 and splitter.pool is None
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert os.cpu_count() and isinstance(SpareCores(2).enough(), bool)
