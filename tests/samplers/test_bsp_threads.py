@@ -46,23 +46,24 @@ def test_the_caller_does_a_late_workers_chunk_itself_and_settle_waits_for_it(mon
     """A worker that is slow inside its chunk (here: asleep) holds nothing up: the caller writes
     that chunk too and returns; `settle` is what waits until the worker is out."""
     out = torch.zeros(8 * 1024, dtype=torch.long)
-    asleep = threading.Event()
+    asleep, awake, wake = threading.Event(), threading.Event(), threading.Event()
 
     def chunk(lo, hi):
         if threading.current_thread().name.startswith("bsp"):
             asleep.set()
-            time.sleep(1.0)
+            wake.wait(30)  # asleep until the test says, however loaded the machine
+            awake.set()
         else:
-            asleep.wait(5)  # the worker is inside its chunk before the caller goes on
+            asleep.wait(30)  # the worker is inside its chunk before the caller goes on
         out[lo:hi] = torch.arange(lo, hi)
     monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1024)  # 4 chunks: the worker takes the last
     splitter = Splitter(2)
-    start = time.perf_counter()
     splitter.run(chunk, out.numel())
-    returned = time.perf_counter() - start
-    assert torch.equal(out, torch.arange(out.numel())) and returned < 0.8
+    assert asleep.is_set() and not awake.is_set()  # returned while the worker still held its chunk
+    assert torch.equal(out, torch.arange(out.numel())) and splitter.running
+    wake.set()
     splitter.settle()
-    assert time.perf_counter() - start >= 0.95 and not splitter.running
+    assert awake.is_set() and not splitter.running
 
 
 def test_a_chunk_that_fails_raises_in_the_caller(monkeypatch):
