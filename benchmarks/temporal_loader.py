@@ -28,6 +28,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.loader import iterate, loader_arguments
@@ -192,7 +193,7 @@ def run_rounds(args, names: tuple, out: Path) -> dict:
         scratch.unlink(missing_ok=True)
         results[name].append(got)
         said = f"{got['epoch2']['batches_per_s']:.2f} batches/s" if "epoch2" in got else "not run"
-        print(f"round {round_}: {name} {said}", flush=True)
+        print(f"{time.strftime('%H:%M:%S')} round {round_}: {name} {said}", flush=True)
     text = table(results, args)
     print(text)
     out.write_text(json.dumps({"args": vars(args), "results": results, "speedups": speedups(results)}, indent=2))
