@@ -200,6 +200,9 @@ def test_a_temporal_split_refuses_a_sampler_that_cannot_draw_by_time(tmp_path):
         check_temporal_sampler(own, "cpu")
     with pytest.raises(ConveyorError, match="task.temporal_strategy"):
         make_config(*TEMPORAL_LINK, "task.temporal_strategy=first", f"run.out_dir={tmp_path / 'run'}")
+    from conveyor.samplers import temporal
+    from conveyor.trainer import settings as trainer_settings
+    assert trainer_settings.TEMPORAL_STRATEGIES == temporal.TEMPORAL_STRATEGIES  # the setting's names: the sampler's
 
 
 def test_compare_with_a_temporal_split_needs_pygs_temporal_sampling(tmp_path):
