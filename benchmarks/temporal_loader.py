@@ -99,6 +99,41 @@ def use_previous_draws() -> None:
     TemporalSpec.build = build
 
 
+class SamplerClock:
+    """The node sampler's own seconds: every sampler the loader builds in this process (serial) has
+    its sampling calls timed (a call inside another counts once)."""
+
+    def __init__(self):
+        self.seconds, self.depth = 0.0, 0
+
+    def install(self) -> None:
+        from conveyor.samplers import SamplerSpec
+        from conveyor.samplers.temporal import TemporalSpec
+        for spec in (SamplerSpec, TemporalSpec):
+            spec.build = self.timing(spec.build)
+
+    def timing(self, build):
+        def timed_build(spec, graph, device):
+            sampler = build(spec, graph, device)
+            for name in ("sample", "sample_many", "sample_at"):
+                if callable(getattr(sampler, name, None)):
+                    setattr(sampler, name, self.timed(getattr(sampler, name)))
+            return sampler
+        return timed_build
+
+    def timed(self, method):
+        def call(*args, **kwargs):
+            self.depth += 1
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.seconds += time.perf_counter() - start
+        return call
+
+
 def worker(args) -> None:
     """One loader's two epochs, in this process; the figures (or why it did not run) to --result."""
     import torch
@@ -108,10 +143,14 @@ def worker(args) -> None:
     data, seeds, links = timed_data(args)
     figures = {"loader": args.worker, "torch_threads": torch.get_num_threads(), "load_before": os.getloadavg(),
                "graph": {"nodes": int(data.num_nodes), "edges": int(data.num_edges), "seeds": int(seeds.numel())}}
+    clock = SamplerClock()
     try:
         loader, figures["how"] = make_loader(args, args.worker, data, seeds, links)
+        clock.install()  # after make_loader: the previous draws' build is timed too
         figures["epoch1"] = iterate(loader, args.device)
+        clock.seconds = 0.0
         figures["epoch2"] = iterate(loader, args.device)
+        figures["epoch2"]["sample_ms_per_batch"] = 1000 * clock.seconds / max(figures["epoch2"]["batches"], 1)
         getattr(loader, "close", lambda: None)()
     except (ImportError, ValueError) as error:  # PyG's temporal (disjoint) sampling without pyg-lib
         if "pyg-lib" not in str(error):
@@ -138,21 +177,25 @@ def row(name: str, rounds: list) -> str:
     loads = [f["load_before"][0] for f in rounds]
     load = f"{min(loads):.1f}-{max(loads):.1f}"
     if "skipped" in rounds[0]:
-        return f"| {name} | not run: {rounds[0]['skipped']} | | | {load} |"
+        return f"| {name} | not run: {rounds[0]['skipped']} | | | | {load} |"
     warm = spread([f["epoch2"]["batches_per_s"] for f in rounds])
     nodes = statistics.median(f["epoch2"]["nodes_per_batch"] for f in rounds)
-    return (f"| {name} | **{warm['median']:.2f}** ({warm['min']:.2f}-{warm['max']:.2f}) | {nodes:.0f} | "
-            f"{rounds[0]['how']['sampler']} | {load} |")
+    ms = spread([f["epoch2"]["sample_ms_per_batch"] for f in rounds])
+    return (f"| {name} | **{warm['median']:.2f}** ({warm['min']:.2f}-{warm['max']:.2f}) | "
+            f"{ms['median']:.0f} ({ms['min']:.0f}-{ms['max']:.0f}) | {nodes:.0f} | {rounds[0]['how']['sampler']} | "
+            f"{load} |")
 
 
 def speedups(results: dict) -> dict:
-    """Per round, the sorted rows' batches per second over the previous draws' (the same round)."""
+    """Per round, the sorted rows' batches per second over the previous draws' (the same round), and
+    the previous draws' sampler time over the sorted rows' (`<kind>-sampler`)."""
     out = {}
     for kind in ("node", "link"):
         now, before = results.get(f"{kind}-temporal"), results.get(f"{kind}-temporal-previous")
         if now and before:
-            out[kind] = spread([a["epoch2"]["batches_per_s"] / b["epoch2"]["batches_per_s"]
-                                for a, b in zip(now, before)])
+            pairs = [(a["epoch2"], b["epoch2"]) for a, b in zip(now, before)]
+            out[kind] = spread([a["batches_per_s"] / b["batches_per_s"] for a, b in pairs])
+            out[f"{kind}-sampler"] = spread([b["sample_ms_per_batch"] / a["sample_ms_per_batch"] for a, b in pairs])
     return out
 
 
@@ -163,9 +206,12 @@ def table(results: dict, args) -> str:
         f"# Temporal loader benchmark: synthetic scale {args.scale} ({g['nodes']} nodes, {g['edges']} edges), "
         f"{args.batches} batches of {args.batch_size} seeds (or links + as many negatives), fanouts [{args.fanouts}], "
         f"{args.device}, {args.rounds} interleaved rounds", "",
-        "| loader | warm batches/s, median (range) | nodes per batch | sampler | load (1 min) before, range |",
-        "|---|---|---|---|---|", *(row(name, rounds) for name, rounds in results.items()), "",
-        *(f"- {kind} loader, sorted rows / previous draws, per round: {text}" for kind, text in said.items()),
+        "| loader | warm batches/s, median (range) | sampler ms per batch, median (range) | nodes per batch | "
+        "sampler | load (1 min) before, range |", "|---|---|---|---|---|---|",
+        *(row(name, rounds) for name, rounds in results.items()), "",
+        *(f"- {kind.replace('-sampler', '')} loader, sorted rows over previous draws, per round"
+          + (": the sampler's speed-up (previous ms / sorted ms) " if kind.endswith("sampler") else ": batches/s ")
+          + text for kind, text in said.items()),
         "- every conveyor row runs pipeline='serial' (the sampler in the loop's process), so the rows differ by "
         "the sampler only; node loaders: node-level time (each seed's its node's), link loaders: edge-level time",
         "- PyG's temporal sampling needs pyg-lib, which is not installable here: its row says so when it did not run",
