@@ -8,8 +8,11 @@ links)`, the run's fanouts, batch size and `task.neg_ratio` binary negatives, in
 (trainer/models/hetero.py: `to_hetero(GraphSAGE)` or R-GCN, a learned embedding per node of a
 featureless type, looked up by the batch's `n_id`), run by PyG's own `forward(x_dict,
 edge_index_dict)` over each batch's whole subgraph, the run's decoder on the batch's
-`edge_label_index`, Adam, binary cross-entropy. Evaluation is conveyor's own (LinkTask.figures:
-exact layer-wise embeddings, ROC-AUC, Hits@K, Recall@K): the same ruler for both.
+`edge_label_index`, Adam, binary cross-entropy. A temporal split's batches are drawn by time as
+conveyor's (`edge_label_time`, `time_attr`, `temporal_strategy`: PyG needs pyg-lib for it; without
+it `mode=compare task.split=temporal` is refused before any work, typed_link_split.py).
+Evaluation is conveyor's own (LinkTask.figures: exact layer-wise embeddings, ROC-AUC, Hits@K,
+Recall@K): the same ruler for both.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from conveyor.trainer.link_task import LinkTask
 from conveyor.trainer.models.decoder import LinkModel
 from conveyor.trainer.models.hetero import typed_model
 from conveyor.trainer.outputs.metrics import RunRecorder
+from conveyor.trainer.typed_link_split import TIME
 
 
 def train_typed_link_reference(settings, options: CompareSettings, graph: TypedGraph, out_dir, device) -> dict:
@@ -83,12 +87,15 @@ def typed_link_loader(settings, task: LinkTask, workers: int):
     from torch_geometric.loader import LinkNeighborLoader
 
     data = task.graph.to_data()
+    timed = {} if task.split.train_times is None else {  # a temporal split: batches by time, as conveyor's
+        "edge_label_time": task.split.train_times, "time_attr": TIME,
+        "temporal_strategy": settings.task.temporal_strategy}
     with warnings.catch_warnings():  # PyG nags about pyg-lib when it samples with torch_sparse
         warnings.filterwarnings("ignore", message=".*without a 'pyg-lib' installation")
         return LinkNeighborLoader(data, num_neighbors=list(settings.sampler.fanouts),
                                   edge_label_index=local_links(task), neg_sampling_ratio=settings.task.neg_ratio,
                                   batch_size=settings.trainer.batch_size, shuffle=True, num_workers=workers,
-                                  persistent_workers=workers > 0)
+                                  persistent_workers=workers > 0, **timed)
 
 
 def batch_scores(model: LinkModel, batch, edge_type) -> torch.Tensor:

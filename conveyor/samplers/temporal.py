@@ -11,14 +11,20 @@ node of seed s's subgraph draws only among its in-edges that are not later than 
 - edge-level time (`time_attr` an edge attribute): edges whose own time <= s's time (the seeds'
   times must then be given).
 
-Among those, `temporal_strategy="uniform"` draws min(valid, fanout) distinct edges uniformly (each
-candidate a float64 random key, the row's smallest kept), `"last"` takes the `fanout` latest (ties:
-the later CSC position first), as pyg-lib does on its time-sorted rows; -1 takes them all. Without
-a time (`time_attr=None`) every in-edge is a candidate: a typed graph's disjoint draws, uniform.
-A typed graph's node draws each relation into its type with that relation's fanout
-(samplers/typed.py's table), from the relation's sub-row. Draws are O(sum of the frontier's
-degrees) per hop: every candidate is keyed, filtered and ranked vectorised. Nothing here changes
-bsp's own draws; `fused` and `pyg` refuse time (their registry entries: samplers/registry.py).
+When the sampler is built, every row of in-edges (a typed graph's: every relation's sub-row) is
+sorted by time once (stable: ties keep their CSC order; `time_sorted_rows`), as PyG sorts its CSC
+by time for pyg-lib, so the edges not later than a seed's time are a prefix of each row, found by
+a binary search in every row of the frontier at once (`not_later`: searchsorted, right side).
+`temporal_strategy="uniform"` draws min(valid, fanout) distinct edges of that prefix uniformly
+(bsp's Floyd draws, `sample_positions`), `"last"` takes its `fanout` last (the latest; of tied
+times the later CSC position), as pyg-lib does on its time-sorted rows; -1 takes them all. A drawn
+position is mapped back through the sort (`order`), so positions, edge ids and edge attributes are
+the graph's own. Without a time (`time_attr=None`) every in-edge is a candidate: a typed graph's
+disjoint draws, uniform. A typed graph's node draws each relation into its type with that
+relation's fanout (samplers/typed.py's table), from the relation's sub-row. A hop costs
+O(rows x log(degree) + draws), no longer O(sum of the frontier's degrees); the sort costs
+O(E log E) and two E-long tensors, once per sampler. Nothing here changes bsp's own draws; `fused`
+and `pyg` refuse time (their registry entries: samplers/registry.py).
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from conveyor.core.cores import torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.hetero import RELATION_PTR, is_typed
 from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.bsp import sample_positions
 from conveyor.samplers.disjoint import DisjointSampler
 from conveyor.samplers.typed import relation_fanouts, slot_fanouts
 from conveyor.samplers.validation import check_fanouts, check_seeds
@@ -114,8 +121,11 @@ class TemporalSampler(DisjointSampler):
         hops = len(table[0]) if table else 1
         super().__init__(graph, [-1] * hops, device, seed, threads=threads)
         self.strategy = strategy
-        self.kind, self.time = time_of(graph, time_attr) if time_attr is not None else (None, None)
-        self.time = None if self.time is None else self.time.to(self.device)
+        self.kind, time = time_of(graph, time_attr) if time_attr is not None else (None, None)
+        self.order, self.sorted_time = (None, None) if time is None else time_sorted_rows(graph, self.kind, time)
+        self.time = None if time is None else time.to(self.device)
+        if self.order is not None:
+            self.order, self.sorted_time = self.order.to(self.device), self.sorted_time.to(self.device)
         if is_typed(graph):
             self.ptr = graph.typed[RELATION_PTR].to(self.device)
             self.ends = torch.tensor(graph.schema.offsets[1:], dtype=torch.long, device=self.device)
@@ -172,36 +182,46 @@ class TemporalSampler(DisjointSampler):
     def draw(self, nodes: Tensor, hop: int, owners: Optional[Tensor] = None):
         """Hop `hop`'s draws for `nodes` of the seeds `owners` (positions, edges as bsp's)."""
         start, deg, fanout, node_of_row = self.rows(nodes, hop)
-        pos, row = every_candidate(start, deg)
-        if self.kind is not None:  # only what is not later than the row's seed
-            limit = self.seed_time.index_select(0, owners.index_select(0, node_of_row.index_select(0, row)))
-            valid = (self.times_of(pos) <= limit).nonzero().squeeze(1)
-            pos, row = pos.index_select(0, valid), row.index_select(0, valid)
-        keep = self.ranked(pos, row, fanout)
-        pos, row = pos.index_select(0, keep), row.index_select(0, keep)
+        if self.kind is not None:  # each row's valid edges: the prefix not later than its seed's time
+            limit = self.seed_time.index_select(0, owners.index_select(0, node_of_row))
+            deg = self.not_later(start, deg, limit)
+        if self.strategy == "last" and self.kind is not None:  # the prefix's last `fanout`
+            take = torch.where(fanout < 0, deg, torch.minimum(deg, fanout.clamp(min=0)))
+            pos, row = every_candidate(start + deg - take, take)
+        else:
+            pos, row = self.uniform(start, deg, fanout)
         edges = torch.empty(2, pos.numel(), dtype=torch.long, device=self.device)
         edges[1] = node_of_row.index_select(0, row)
-        return pos, edges
+        return (pos if self.order is None else self.order.index_select(0, pos)), edges
 
-    def times_of(self, pos: Tensor) -> Tensor:
-        """The time of each edge position: its own, or its source node's."""
-        return self.time.index_select(0, pos if self.kind == EDGE_TIME else self.indices.index_select(0, pos).long())
+    def not_later(self, start: Tensor, deg: Tensor, limit: Tensor) -> Tensor:
+        """How many of each row's edges (time-sorted) are not later than the row's `limit`: a binary
+        search in every row at once (searchsorted, right side), log2(largest degree) steps."""
+        low, high = torch.zeros_like(deg), deg.clone()
+        last = max(self.sorted_time.numel() - 1, 0)
+        while True:
+            open_ = low < high
+            if not bool(open_.any()):
+                return low
+            mid = (low + high) // 2
+            early = self.sorted_time.index_select(0, (start + mid).clamp_(max=last)) <= limit
+            low = torch.where(open_ & early, mid + 1, low)
+            high = torch.where(open_ & ~early, mid, high)
 
-    def ranked(self, pos: Tensor, row: Tensor, fanout: Tensor) -> Tensor:
-        """Which candidates each row keeps: its `fanout` first (-1: all) in the strategy's order."""
-        if self.strategy == "last" and self.kind is not None:  # latest first; ties: the later position
-            flipped = torch.arange(pos.numel() - 1, -1, -1, device=self.device)
-            times = self.times_of(pos).index_select(0, flipped)
-            order = flipped.index_select(0, torch.argsort(times, descending=True, stable=True))
-            order = order.index_select(0, torch.argsort(row.index_select(0, order), stable=True))
-        else:  # by row, then by a uniform key within it: one sort (row + u, u in [0, 1), is exact in float64)
-            key = torch.rand(pos.numel(), generator=self.generator, device=self.device, dtype=torch.float64)
-            order = torch.argsort(key.add_(row))
-        counts = torch.bincount(row, minlength=fanout.numel())
-        firsts = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
-        rank = torch.arange(pos.numel(), device=self.device) - firsts
-        limit = fanout.index_select(0, row.index_select(0, order))
-        return order.index_select(0, ((rank < limit) | (limit < 0)).nonzero().squeeze(1))
+    def uniform(self, start: Tensor, deg: Tensor, fanout: Tensor) -> Tuple[Tensor, Tensor]:
+        """min(deg, fanout) distinct positions of each row (-1: all), uniformly: bsp's Floyd draws,
+        one call per distinct fanout (a typed graph's relations may differ); (positions, row)."""
+        picked, rows = [], []
+        for value in torch.unique(fanout).tolist():
+            which = (fanout == value).nonzero().squeeze(1)
+            first, count = start.index_select(0, which), deg.index_select(0, which)
+            width = int(count.max()) if value < 0 and count.numel() else max(value, 0)
+            pos, edges = sample_positions(first, count, width, self.generator)
+            picked.append(pos)
+            rows.append(which.index_select(0, edges[1]))
+        if not picked:
+            return start.new_empty(0), start.new_empty(0)
+        return torch.cat(picked), torch.cat(rows)
 
 
 def every_candidate(start: Tensor, deg: Tensor) -> Tuple[Tensor, Tensor]:
@@ -210,6 +230,20 @@ def every_candidate(start: Tensor, deg: Tensor) -> Tuple[Tensor, Tensor]:
     first = torch.cumsum(deg, 0).sub_(deg)
     pos = (start - first).index_select(0, row).add_(torch.arange(row.numel(), device=deg.device))
     return pos, row
+
+
+def time_sorted_rows(graph: Graph, kind: str, time: Tensor) -> Tuple[Tensor, Tensor]:
+    """(order, sorted times): every row's in-edges (a typed graph's: every relation's sub-row) by
+    time, ties in CSC order; `order[p]` is the CSC position of sorted position p, so a seed's valid
+    edges are a prefix of each row. One stable sort by time, then one by row (rows stay in place)."""
+    edge_time = time if kind == EDGE_TIME else time.index_select(0, graph.indices.long())
+    row = torch.repeat_interleave(torch.arange(graph.num_nodes), torch.diff(graph.indptr))
+    if is_typed(graph):  # in-edges are sorted by relation within a node: (node, relation) is a sub-row
+        relations = max(len(graph.schema.edge_types), 1)
+        row = row * relations + graph.edge_attrs["edge_type"].long()
+    order = torch.argsort(edge_time, stable=True)
+    order = order.index_select(0, torch.argsort(row.index_select(0, order), stable=True))
+    return order, edge_time.index_select(0, order)
 
 
 @dataclass(frozen=True)

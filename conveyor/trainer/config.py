@@ -56,6 +56,9 @@ def check_sampler(settings: TrainingSettings, device) -> None:
     entry = sampler_entry(settings.sampler.name, settings.sampler._target_, device)
     typed = dataset_entry(settings.data.name, settings.data._target_).typed
     entry.check(typed=typed, draws=settings.sampler.draws, where=f" (data={settings.data.name})")
+    if settings.task.name == "link" and settings.task.split == "temporal":
+        from conveyor.trainer.typed_link_split import check_temporal_sampler
+        check_temporal_sampler(settings, device)
 
 
 def known_widths(data) -> tuple:

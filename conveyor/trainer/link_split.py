@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -36,6 +37,7 @@ class LinkSplit:
     test_labels: Tensor
     undirected: bool
     kind: str = ""  # how the links were split, where not at random (a typed graph's: typed_link_split.py)
+    train_times: Optional[Tensor] = None  # [P] each training link's time: a temporal split's (drawn by time)
 
     def describe(self) -> str:
         kind = self.kind or ("undirected: an edge and its reverse are one link" if self.undirected else "directed")

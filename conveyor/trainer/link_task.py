@@ -44,7 +44,7 @@ from conveyor.trainer.loop.link import link_embeddings, link_figures
 from conveyor.trainer.loop.link_ranking import split_recall
 from conveyor.trainer.loop.plan import LayerwisePlan
 from conveyor.trainer.models.decoder import LinkModel
-from conveyor.trainer.typed_link_split import link_edge_type, split_typed_links
+from conveyor.trainer.typed_link_split import TIME, link_edge_type, split_typed_links, temporal_sampler
 
 log = logging.getLogger("conveyor")
 METRIC = "auc"  # the validation figure that picks the best epoch, early stopping and the plateau schedule
@@ -88,10 +88,14 @@ class LinkTask:
 
     def sampler(self, device) -> LinkSpec:
         """The training batches' sampler: the configured one around each batch's endpoints."""
-        seed = self.settings.run.seed
+        seed, times = self.settings.run.seed, self.split.train_times
         ends = {} if self.edge_type is None else {"src_nodes": self.type_range(0), "dst_nodes": self.type_range(2)}
+        negatives = Negatives("binary", self.settings.task.neg_ratio)
+        if times is not None:  # a temporal split: each link's subgraph not later than the link (PyG's)
+            return LinkSpec(temporal_sampler(self.settings, seed, device), self.split.train_links, None, negatives,
+                            seed, edge_label_time=times, time_attr=TIME, **ends)
         return LinkSpec(SamplerSpec.of(self.settings.sampler, seed, device), self.split.train_links, None,
-                        Negatives("binary", self.settings.task.neg_ratio), seed, **ends)
+                        negatives, seed, **ends)
 
     def type_range(self, end: int) -> tuple:
         """(first global id, count) of the edge type's source (`end` 0) or destination (2) type."""

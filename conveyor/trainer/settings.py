@@ -41,6 +41,7 @@ SCHEDULES = ("none", "cosine", "step", "plateau")  # trainer/loop/schedule.py
 TASKS = ("node", "link")  # node classification (trainer/run.py) | link prediction (trainer/link_task.py)
 DECODERS = ("dot", "mlp")  # trainer/models/decoder.py
 LINK_SPLITS = ("random", "temporal")  # a typed graph's links (trainer/typed_link_split.py)
+TEMPORAL_STRATEGIES = ("uniform", "last")  # samplers/temporal.py (PyG's temporal_strategy)
 OUT_DIR = "runs/${now:%Y-%m-%d_%H-%M-%S}_${data.name}_${model.name}_${run_id:}"  # resolved when composed
 
 
@@ -213,6 +214,9 @@ class TaskSettings(Section):
     split: str = setting("random", "link on a typed graph: random (PyG's RandomLinkSplit with the reverse edge type) "
                                    "| temporal (by the edge type's `time`: train on the past, test on the future)",
                          choice(LINK_SPLITS))
+    temporal_strategy: str = setting("uniform", "link, task.split=temporal: a training link's neighbours among those "
+                                                "not later than it: uniform (PyG's default) | last (the latest)",
+                                     choice(TEMPORAL_STRATEGIES))
 
     def check(self) -> None:
         if self.val_ratio + self.test_ratio >= 1:

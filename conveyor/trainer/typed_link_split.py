@@ -27,6 +27,8 @@ from torch import Tensor
 
 from conveyor.core import ConveyorError
 from conveyor.partition.hetero import EdgeType, Schema, TypedGraph, typed_graph, with_target
+from conveyor.samplers import sampler_entry
+from conveyor.samplers.temporal import TemporalSpec
 from conveyor.trainer.link_split import LinkSplit
 
 TIME = "time"
@@ -74,9 +76,10 @@ def split_typed_links(graph: TypedGraph, edge_type: EdgeType, val_ratio: float, 
                                 f"{name} link (AUC nan); raise it, or give the graph more edges.")
     kind = "temporal: train on the past, test on the future" if temporal else "random"
     train_links = links["train"][0][:, links["train"][1] > 0]
+    times = train[edge_type].edge_label_time if temporal else None
     return LinkSplit(message_graph(graph, train), message_graph(graph, test), train_links, *links["val"],
                      *links["test"], False, f"{edge_type}, {kind}" + (f", reverse {reverse} split alike" if reverse
-                                                                        else ""))
+                                                                        else ""), times)
 
 
 class seeded:
@@ -119,8 +122,43 @@ def temporal_parts(data, edge_type, reverse, val_ratio: float, test_ratio: float
         part = keep_edges(data, edge_type, reverse, message)
         part[edge_type].edge_label_index, part[edge_type].edge_label = labelled(
             store.edge_index, cuts[("train", "val", "test").index(name)], name != "train", sizes)
+        if name == "train":  # each training link's time: its batch is drawn by it (temporal_sampler)
+            part[edge_type].edge_label_time = store[TIME][cuts[0]]
         parts.append(part)
     return parts
+
+
+def temporal_sampler(settings, seed: int, device) -> TemporalSpec:
+    """The training batches' node sampler of a temporal split: PyG's temporal sampling
+    (samplers/temporal.py) by the edge types' `time`, each training link's subgraph drawn only
+    among edges not later than the link (`task.temporal_strategy`), bsp's (sampler.name auto or
+    bsp); what cannot draw so is refused by name (check_temporal_sampler, before any work)."""
+    sampler = settings.sampler
+    return TemporalSpec([int(f) for f in sampler.fanouts], seed, TIME, settings.task.temporal_strategy)
+
+
+def check_temporal_sampler(settings, device) -> None:
+    """task.split=temporal draws its batches by time: asked of the sampler's registry entry (as
+    the loaders' time_attr asks it), with sampler.name=auto meaning bsp, the sampler that can."""
+    sampler = settings.sampler
+    if sampler._target_:
+        raise ConveyorError(f"task.split=temporal draws each training link's subgraph by time, with conveyor's "
+                            f"temporal sampling (bsp's); your sampler ({sampler._target_}) draws as it likes: "
+                            f"leave sampler._target_ out, or use task.split=random.")
+    name = "bsp" if sampler.name == "auto" else sampler.name
+    sampler_entry(name, None, device).check(True, None, False, True, sampler.draws,
+                                            where=" (task.split=temporal)", temporal=True)
+    if getattr(settings, "mode", None) == "compare" and not pyg_samples_by_time():
+        raise ConveyorError("mode=compare with task.split=temporal: PyG's reference would draw its training batches "
+                            "by time as conveyor's run does (LinkNeighborLoader with edge_label_time and time_attr), "
+                            "which needs pyg-lib, not installed here. Install pyg-lib, or compare with "
+                            "task.split=random.")
+
+
+def pyg_samples_by_time() -> bool:
+    """Whether PyG's own loaders can sample by time here (they need pyg-lib for it)."""
+    import torch_geometric.typing as pyg_typing
+    return bool(pyg_typing.WITH_PYG_LIB)
 
 
 def keep_edges(data, edge_type, reverse, kept: Tensor):

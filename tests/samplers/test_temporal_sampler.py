@@ -103,3 +103,78 @@ def test_time_is_refused_by_name_where_it_is_not_drawn():
         TemporalSampler(star([1, 2]), [1], time_attr="when")
     with pytest.raises(ConveyorError, match="edge-level temporal sampling needs each seed's time"):
         TemporalSampler(star([1, 2], edge_level=True), [1], time_attr="t").sample(torch.tensor([0]))
+
+
+def random_timed_graph(edge_level: bool, seed: int = 0) -> Graph:
+    """40 nodes, 400 edges (repeats kept), times 0..19 with many ties, given in edge order."""
+    g = torch.Generator().manual_seed(seed)
+    edges = torch.randint(40, (2, 400), generator=g)
+    time = torch.randint(20, (400 if edge_level else 40,), generator=g)
+    if edge_level:
+        return Graph.from_edge_index(edges, 40, dedup=False, edge_attrs={"t": time})
+    graph = Graph.from_edge_index(edges, 40, dedup=False)
+    graph.node_attrs = {"t": time}
+    return graph
+
+
+def valid_positions(graph: Graph, node: int, limit: int, edge_level: bool) -> list:
+    """Node `node`'s CSC positions not later than `limit`, latest last (ties: CSC order)."""
+    first, end = int(graph.indptr[node]), int(graph.indptr[node + 1])
+    time = graph.edge_attrs["t"] if edge_level else graph.node_attrs["t"][graph.indices.long()]
+    ok = [p for p in range(first, end) if int(time[p]) <= limit]
+    return sorted(ok, key=lambda p: (int(time[p]), p))
+
+
+@pytest.mark.parametrize("edge_level", [False, True])
+@pytest.mark.parametrize("strategy", ["uniform", "last"])
+def test_the_time_sorted_rows_draw_the_graphs_own_edges(edge_level, strategy):
+    """The rows are sorted by time inside the sampler, but every drawn position is the graph's own
+    CSC position: its source is the node it added, its row the node that drew it, and it is one of
+    that row's valid edges; `last` takes exactly the latest valid ones (ties: the later position)."""
+    graph = random_timed_graph(edge_level)
+    sampler = TemporalSampler(graph, [3, -1], seed=1, time_attr="t", strategy=strategy)
+    seeds, times = torch.arange(40), torch.randint(20, (40,), generator=torch.Generator().manual_seed(2))
+    batch = sampler.sample_at(seeds, times)
+    owner = batch.extras["batch"]
+    for hop, (edges, pos) in enumerate(zip(batch.edge_index_per_hop, batch.edge_pos_per_hop)):
+        assert torch.equal(graph.indices[pos].long(), batch.n_id[edges[0]])
+        row = torch.searchsorted(graph.indptr, pos, right=True) - 1
+        assert torch.equal(row, batch.n_id[edges[1]])
+        by_row = {}
+        for p, target in zip(pos.tolist(), edges[1].tolist()):
+            by_row.setdefault(target, []).append(p)
+        for target, drawn in by_row.items():
+            valid = valid_positions(graph, int(batch.n_id[target]), int(times[owner[target]]), edge_level)
+            assert len(set(drawn)) == len(drawn) and set(drawn) <= set(valid)
+            wanted = len(valid) if hop == 1 else min(3, len(valid))
+            assert len(drawn) == wanted
+            if strategy == "last":
+                assert sorted(drawn) == sorted(valid[len(valid) - wanted:])
+    assert int(batch.num_nodes_per_hop[-1]) > 3 * 40  # the check reached a real neighbourhood
+
+
+def test_a_typed_graphs_relations_are_sorted_apart():
+    """Two relations into one node type, each sorted by time within its own sub-row: each draws
+    among its own valid edges only, at its own fanout, and the positions are the graph's."""
+    g = torch.Generator().manual_seed(5)
+    ab, cb = torch.randint(30, (2, 200), generator=g), torch.randint(30, (2, 200), generator=g)
+    times = {("a", "to", "b"): torch.randint(10, (200,), generator=g),
+             ("c", "to", "b"): torch.randint(10, (200,), generator=g)}
+    graph = typed_graph({"a": 30, "b": 30, "c": 30}, {("a", "to", "b"): ab, ("c", "to", "b"): cb},
+                        edge={(e, "t"): t for e, t in times.items()})
+    sampler = TemporalSampler(graph, {("a", "to", "b"): [2], ("c", "to", "b"): [-1]}, seed=0, time_attr="t",
+                              strategy="last")
+    seeds = torch.arange(30, 60)  # every b
+    limit = torch.randint(10, (30,), generator=g)
+    batch = sampler.sample_at(seeds, limit)
+    (edges,), (pos,) = batch.edge_index_per_hop, batch.edge_pos_per_hop
+    relation = graph.edge_attrs["edge_type"][pos].long()
+    edge_time = torch.cat([times[("a", "to", "b")], times[("c", "to", "b")]])[graph.edge_ids[pos]]
+    assert bool((edge_time <= limit[edges[1]]).all())
+    assert torch.equal(graph.indices[pos].long(), batch.n_id[edges[0]])
+    for seed in range(30):
+        for r, edge_type in enumerate(times):
+            source = (ab if r == 0 else cb)
+            valid = ((source[1] == seed) & (times[edge_type] <= limit[seed])).sum()
+            drawn = ((edges[1] == seed) & (relation == r)).sum()
+            assert int(drawn) == (min(2, int(valid)) if r == 0 else int(valid))
