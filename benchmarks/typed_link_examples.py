@@ -136,7 +136,8 @@ def heading(report: dict) -> str:
     return (f"# PyG's typed link examples, conveyor's loader beside PyG's\n\n`{setup['command']}`\n\n"
             f"benchmarks/typed_link_examples.py: {setup['rounds']} interleaved rounds (the loaders' order "
             f"alternating), round k seeding Python's `random`, numpy and torch with k just before the unedited "
-            f"script (benchmarks/seeded_rounds.py), the same for both loaders; 3 epochs each. Metric: mean ± sd "
+            f"script (benchmarks/seeded_rounds.py), the same for both loaders; 3 epochs each (n in each cell: its "
+            f"rounds). Metric: mean ± sd "
             f"(range; n) over the rounds; verdict: conveyor's mean minus PyG's, 'within noise' when |diff| <= "
             f"2·sqrt(sd_c²/n_c + sd_p²/n_p) (the bound given). Epoch s: median (range) over the rounds of a run's "
             f"median gap between its 'Epoch:' lines (training and the script's own evaluation); ratio: conveyor / "
@@ -147,10 +148,25 @@ def heading(report: dict) -> str:
             f"(`time_attr`): those rows run on conveyor's only.\n\n")
 
 
+def merge(paths: list, out: Path) -> None:
+    """One table of several runs' reports: a later report's example replaces an earlier's."""
+    reports = [json.loads(Path(path).read_text()) for path in paths]
+    runs = {name: found for report in reports for name, found in report["runs"].items()}
+    setup = {**reports[-1]["setup"], "command": " ; ".join(r["setup"]["command"] for r in reports),
+             "rounds": "/".join(str(r["setup"]["rounds"]) for r in reports)}
+    report = {"runs": {name: runs[name] for name in EXAMPLES if name in runs}, "setup": setup}
+    out.write_text(json.dumps(report, indent=1))
+    out.with_suffix(".md").write_text(heading(report) + table(report))
+    print(table(report))
+
+
 def main() -> None:
     args = parse_args()
+    if args.merge:
+        return merge(args.merge, args.out)
     command = "python -m benchmarks.typed_link_examples " + " ".join(sys.argv[1:])
-    report = {"runs": {}, "setup": {"rounds": args.rounds, "python": sys.version.split()[0], "command": command}}
+    report = {"runs": {}, "setup": {"rounds": args.rounds, "python": sys.version.split()[0], "command": command,
+                                    "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.examples:
             for round_ in range(args.rounds):
@@ -166,14 +182,26 @@ def main() -> None:
     print(table(report))
 
 
+def example_names(text: str) -> list:
+    """'bipartite_sage_unsup,temporal_link_pred' (or with .py): the examples, in that order."""
+    names = [n if n.endswith(".py") else n + ".py" for n in text.split(",") if n]
+    unknown = [n for n in names if n not in EXAMPLES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown example(s) {unknown}: choose among {', '.join(EXAMPLES)}")
+    return names
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--examples", nargs="+", default=list(EXAMPLES), choices=list(EXAMPLES))
+    parser.add_argument("--examples", type=example_names, default=list(EXAMPLES),
+                        help="comma-separated, run in this order (default: all): " + ", ".join(EXAMPLES))
     parser.add_argument("--loaders", nargs="+", default=["conveyor", "pyg"], choices=["pyg", "conveyor"])
     parser.add_argument("--rounds", type=int, default=5, help="seeded rounds: round k seeds with first-seed + k")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--timeout", type=int, default=900, help="seconds a run may take")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "typed_link_examples.json")
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="JSON",
+                        help="write one table of these reports instead (a later report's example replaces)")
     return parser.parse_args()
 
 
