@@ -310,7 +310,8 @@ def merge(args, out: Path) -> None:
     for runs in by_seed.values():
         if len(runs) > 1:
             runs.pop(None, None)
-    results = {key: [runs[s] for s in sorted(runs, key=lambda s: (s is None, s or 0))] for key, runs in by_seed.items()}
+    results = {key: [runs[s] for s in sorted(runs, key=lambda s: (s is None, s or 0))]
+               for key, runs in by_seed.items() if runs}
     names = [n for n in ALL_EXAMPLES if all(f"{n}|{lo}" in results for lo in args.loaders.split(","))]
     meta = {**parts[0]["meta"], "command": " ; ".join(p["meta"]["command"] for p in parts),
             "uptime_at_end": parts[-1]["meta"]["uptime_at_end"]}
@@ -375,13 +376,14 @@ def markdown(results: dict, args, meta: dict) -> str:
     names = [n for n in args.examples.split(",")]
     loads = [r["load_before"][0] for runs in results.values() for r in runs if "load_before" in r]
     seeds = sorted({r.get("seed") for runs in results.values() for r in runs}, key=lambda s: (s is None, s or 0))
+    seeds = ["unseeded" if s is None else str(s) for s in seeds]
     lines = [
         "# PyG's examples with one import changed, beside PyG's loader on the same data", "",
         f"`{meta['command']}`", "",
         f"Each example as PyG 2.8.1 ships it, on the stand-in data ({meta['data']}), once per loader per round, "
         f"{args.rounds} interleaved rounds (the loaders' order alternating), one run at a time, each in its own "
         f"interpreter. Round k seeds Python's `random`, numpy and torch with k just before the script runs "
-        f"(seeds {', '.join(str(s) for s in seeds)}; benchmarks/seeded_rounds.py), the same for both loaders. "
+        f"(seeds {', '.join(seeds)}; benchmarks/seeded_rounds.py), the same for both loaders. "
         f"Metric: mean ± sd (range; n) over the rounds; verdict: conveyor's mean minus PyG's, 'within noise' when "
         f"|diff| <= 2·sqrt(sd_c²/n_c + sd_p²/n_p) (the bound given). Epoch = one complete pass over the script's "
         f"training loader (timed from outside the script, its loop body included); epoch s = median (range) over "
@@ -399,7 +401,7 @@ def markdown(results: dict, args, meta: dict) -> str:
 def epochs_said(example: Example) -> str:
     if example.probe:
         return "its 2 passes"
-    return f"{example.epochs} epochs"
+    return f"{example.epochs} epoch{'s' if example.epochs != 1 else ''}"
 
 
 def versions() -> dict:
