@@ -354,6 +354,19 @@ def epoch_by_seed(runs: list) -> dict:
             for r in runs}
 
 
+def why_no_metric(loader: str, runs: list) -> str:
+    """Why a loader gave no figure: PyG's without pyg-lib (not installed here), or a failure."""
+    error = next((r["error"] for r in runs if r["error"]), "") or ""
+    if loader == "pyg" and "pyg-lib" in error:
+        return "PyG's loader needs pyg-lib for this, not installed here"
+    if loader == "pyg" and "num_sampled_nodes" in error:
+        return ("PyG's loader without pyg-lib (torch_sparse) gives batches no num_sampled_nodes, which the script "
+                "reads")
+    if error.startswith("conveyor.core.errors.ConveyorError"):
+        return f"{loader}'s loader refuses it by name"
+    return f"{loader}'s loader failed"
+
+
 def example_row(name: str, results: dict) -> str:
     example = ALL_EXAMPLES[name]
     runs = {lo: results.get(f"{name}|{lo}", []) for lo in LOADERS}
@@ -361,7 +374,7 @@ def example_row(name: str, results: dict) -> str:
     if spreads["conveyor"] and spreads["pyg"]:
         verdict = Verdict.of(spreads["conveyor"], spreads["pyg"]).text()
     else:
-        verdict = "- (" + " and ".join(f"{lo}'s loader failed" for lo in LOADERS if not spreads[lo]) + ")"
+        verdict = "- (" + "; ".join(why_no_metric(lo, runs[lo]) for lo in LOADERS if not spreads[lo]) + ")"
     epochs = {lo: epoch_by_seed(runs[lo]) for lo in LOADERS}
     times = [median_range([v for v in epochs[lo].values() if v], ".2f") for lo in LOADERS]
     ran = "; ".join(f"{lo}: {how_it_ran(next(iter(runs[lo]), {}))}" for lo in LOADERS)

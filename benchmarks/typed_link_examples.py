@@ -111,6 +111,13 @@ def metric_cell(runs: list) -> str:
     return good.text(4) + (f"; {failures} failed" if failures else "")
 
 
+def why_no_metric(loader: str, runs: list) -> str:
+    last = next((r["last_line"] for r in runs if not r["ok"]), "")
+    if loader == "pyg" and "pyg-lib" in last:
+        return "PyG's loader needs pyg-lib for this (temporal sampling), not installed here"
+    return f"{loader}'s loader failed"
+
+
 def table(report: dict) -> str:
     lines = ["| example | metric | conveyor's loader | PyG's loader | conveyor - PyG | epoch s, conveyor | "
              "epoch s, PyG | epoch time conveyor / PyG | torch threads | load |",
@@ -119,7 +126,7 @@ def table(report: dict) -> str:
         by = {loader: [r for r in runs if r["loader"] == loader] for loader in ("conveyor", "pyg")}
         spreads = {k: Spread.of([r["metric"] for r in v if r["ok"]]) for k, v in by.items()}
         verdict = (Verdict.of(spreads["conveyor"], spreads["pyg"]).text(4) if all(spreads.values()) else
-                   "- (" + " and ".join(f"{k}'s loader failed" for k, v in spreads.items() if v is None) + ")")
+                   "- (" + "; ".join(why_no_metric(k, by[k]) for k, v in spreads.items() if v is None) + ")")
         epoch = {k: {r.get("seed"): statistics.median(r["epoch_s"]) if r["ok"] and r["epoch_s"] else None for r in v}
                  for k, v in by.items()}
         times = [spread([t for t in epoch[k].values() if t]) for k in by]
