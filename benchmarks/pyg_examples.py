@@ -444,7 +444,7 @@ def main(argv=None) -> None:
     for name in names:  # an example's rounds together: the first examples named are done first
         for round_ in range(args.rounds):
             seed = args.first_seed + round_
-            for loader in round_order(loaders, round_):
+            for loader in round_order(loaders, seed):
                 record = run_example(name, loader, timeout=args.timeout, seed=seed)
                 results[f"{name}|{loader}"].append(record)
                 print(f"seed {seed} {name} {loader}: metric {record['metric']}, "

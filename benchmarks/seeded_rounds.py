@@ -4,7 +4,7 @@ metrics (benchmarks/pyg_examples.py and benchmarks/typed_link_examples.py).
 Round k seeds Python's `random`, numpy and torch with k in the script's own interpreter, then runs
 the script (`SEED_PRELUDE`, before `runpy.run_path`): the script file stays as PyG ships it but
 for its loader import, and both loaders of a round start from the same state. The loaders' order
-alternates from round to round. Per example, the rounds give each loader's metric as mean ± sd
+alternates from round to round (by the seed). Per example, the rounds give each loader's metric as mean ± sd
 (sample sd) and range; the difference of the means is "within noise" when
 
     |mean_conveyor - mean_pyg| <= 2 * sqrt(sd_conveyor² / n_conveyor + sd_pyg² / n_pyg)
@@ -32,9 +32,10 @@ def seed_everything(seed):
 """
 
 
-def round_order(loaders: list, round_: int) -> list:
-    """The loaders in round `round_`'s order: as given in even rounds, reversed in odd ones."""
-    return list(loaders) if round_ % 2 == 0 else list(loaders)[::-1]
+def round_order(loaders: list, seed: int) -> list:
+    """The loaders in the order of the round of `seed`: as given for even seeds, reversed for odd ones
+    (by the seed, not the round's place, so that rounds run apart and merged still alternate)."""
+    return list(loaders) if seed % 2 == 0 else list(loaders)[::-1]
 
 
 @dataclass(frozen=True)

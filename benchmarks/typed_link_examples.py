@@ -178,7 +178,7 @@ def main() -> None:
         for name in args.examples:
             for round_ in range(args.rounds):
                 seed = args.first_seed + round_
-                for loader in round_order(args.loaders, round_):
+                for loader in round_order(args.loaders, seed):
                     result = run_once(name, loader, Path(tmp) / f"r{round_}", args.timeout, seed=seed)
                     report["runs"].setdefault(name, []).append({"round": round_, **result})
                     print(name, loader, seed, {k: v for k, v in result.items() if k != "epoch_s"}, flush=True)
