@@ -394,8 +394,9 @@ def markdown(results: dict, args, meta: dict) -> str:
         "# PyG's examples with one import changed, beside PyG's loader on the same data", "",
         f"`{meta['command']}`", "",
         f"Each example as PyG 2.8.1 ships it, on the stand-in data ({meta['data']}), once per loader per round, "
-        f"{args.rounds} interleaved rounds (the loaders' order alternating), one run at a time, each in its own "
-        f"interpreter. Round k seeds Python's `random`, numpy and torch with k just before the script runs "
+        f"up to {args.rounds} interleaved rounds (n in each cell; the loaders' order alternating), one run at a "
+        f"time, each in its own interpreter. Round k seeds Python's `random`, numpy and torch with k just before "
+        f"the script runs "
         f"(seeds {', '.join(seeds)}; benchmarks/seeded_rounds.py), the same for both loaders. "
         f"Metric: mean ± sd (range; n) over the rounds; verdict: conveyor's mean minus PyG's, 'within noise' when "
         f"|diff| <= 2·sqrt(sd_c²/n_c + sd_p²/n_p) (the bound given). Epoch = one complete pass over the script's "
