@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.seeded_rounds import SEED_PRELUDE, Spread, Verdict, ratio_by_round, round_order
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = REPO / "tests" / "data" / "pyg_examples"
 CORA_RAW = REPO / ".cache" / "data" / "Cora" / "raw"
@@ -109,6 +111,8 @@ for i, job in enumerate(plan["jobs"]):
     sys.argv = [job["script"], *job["argv"]]
     start = time.perf_counter()
     try:
+        if job["seed"] is not None:  # the round's seed, just before the script (seeded_rounds.py)
+            seed_everything(job["seed"])
         found = runpy.run_path(job["script"], init_globals={"range": cut_range}, run_name="__main__")
         if job["probe"]:
             record["probe"] = probe_full_graph(found)
@@ -146,10 +150,12 @@ EXAMPLES = {
                                                argv=("--num_layers", "2", "--fan_out", "5"), epochs=3),
     "hierarchical_sampling": Example("hierarchical_sampling.py", "full-graph test acc (harness)",
                                      probe="full_graph_test_acc"),
+    # 1 epoch: 8 batches of 256 with [10, 10, 25] neighbours each, ~100 s an epoch at load 10 on 2 cores.
     "infomax_inductive": Example("infomax_inductive.py", "test acc", r"Test Accuracy: (\d\.\d+)", loop=(1, 31),
-                                 epochs=3),
+                                 epochs=1),
+    # 1 epoch: 42 batches of 256 links on Cora, 20-130 s an epoch at load 2-12 on 2 cores.
     "graph_sage_unsup": Example("graph_sage_unsup.py", "test acc (Cora)", r"Epoch: \d+, Loss: .*Test: (\d\.\d+)",
-                                loop=(1, 51), epochs=3),
+                                loop=(1, 51), epochs=1),
     "hetero/to_hetero_mag": Example("hetero/to_hetero_mag.py", "val acc", r"Epoch: \d+, Loss: .*Val: (\d\.\d+)",
                                     loop=(1, 21), epochs=3),
     "hetero/hierarchical_sage": Example("hetero/hierarchical_sage.py", "val acc",
@@ -198,23 +204,26 @@ def prepare(work: Path, example: Example, loader: str) -> Path:
     return script
 
 
-def run_examples(jobs: list, loader: str, timeout: float = 900, env: dict | None = None) -> list:
+def run_examples(jobs: list, loader: str, timeout: float = 900, env: dict | None = None,
+                 seed: int | None = None) -> list:
     """Run the examples `jobs` (pairs of a name and its epochs, None for the benchmark's) on
     `loader` ('conveyor' or 'pyg'), one after the other in one fresh interpreter and folder: the
-    figures of each. One job per call is one example's own run."""
+    figures of each. One job per call is one example's own run. `seed`: Python's, numpy's and
+    torch's, set just before each script (None: the script's own, unseeded)."""
     with tempfile.TemporaryDirectory(prefix="pyg-example-") as tmp:
         work, plan = Path(tmp), {"family": loader, "out": str(Path(tmp) / "records.json"), "jobs": []}
         for i, (name, epochs) in enumerate(jobs):
             example = ALL_EXAMPLES[name]
             argv, cuts = run_arguments(example, example.epochs if epochs is None else epochs)
             plan["jobs"].append({"script": str(prepare(work / str(i), example, loader)), "argv": list(argv),
-                                 "cuts": [[list(k), list(v)] for k, v in cuts.items()], "probe": example.probe})
+                                 "cuts": [[list(k), list(v)] for k, v in cuts.items()], "probe": example.probe,
+                                 "seed": seed})
         run_env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(work / "inject"), str(REPO)])}
         shutil.copy(EXAMPLES_DIR / "synthetic_datasets.py", _inject(work) / "sitecustomize.py")
         load, start = os.getloadavg(), time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-c", RUNNER, json.dumps(plan)], cwd=work, env=run_env,
-                                  capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run([sys.executable, "-c", SEED_PRELUDE + RUNNER, json.dumps(plan)], cwd=work,
+                                  env=run_env, capture_output=True, text=True, timeout=timeout)
             code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
             code, stdout, stderr = "timeout", _text(e.stdout), _text(e.stderr)
@@ -225,16 +234,16 @@ def run_examples(jobs: list, loader: str, timeout: float = 900, env: dict | None
         records += [{"error": f"exit {code}: {_last_error(stderr)}"} for _ in range(len(jobs) - len(records))]
     outputs = re.split(r"^=== job \d+\n", stdout, flags=re.M)[1:]
     for i, ((name, _), job, record) in enumerate(zip(jobs, plan["jobs"], records)):
-        record.update({"example": name, "loader": loader, "argv": job["argv"], "cuts": job["cuts"],
+        record.update({"example": name, "loader": loader, "seed": seed, "argv": job["argv"], "cuts": job["cuts"],
                        "returncode": code, "wall_s": wall, "load_before": load,
                        "stdout": outputs[i] if i < len(outputs) else "", "stderr_tail": stderr[-3000:]})
         record["metric"] = metric_of(ALL_EXAMPLES[name], record["stdout"], record)
     return records
 
 
-def run_example(name: str, loader: str, timeout: float = 900) -> dict:
+def run_example(name: str, loader: str, timeout: float = 900, seed: int | None = None) -> dict:
     """One run of example `name` on `loader` in its own interpreter (the benchmark's unit)."""
-    return run_examples([(name, None)], loader, timeout)[0]
+    return run_examples([(name, None)], loader, timeout, seed=seed)[0]
 
 
 def _inject(work: Path) -> Path:
@@ -270,22 +279,39 @@ def epoch_seconds(record: dict) -> list:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated names (default: all)")
+    p.add_argument("--rounds", type=int, default=5, help="seeded rounds: round k seeds with first-seed + k")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--examples", default=",".join(EXAMPLES),
+                   help="comma-separated names, run in this order (default: all): " + ", ".join(ALL_EXAMPLES))
     p.add_argument("--loaders", default=",".join(LOADERS))
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
     p.add_argument("--out", default=None, help="JSON path")
     p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
-                   help="write one table of these runs' results instead (a later file's example replaces an "
-                        "earlier's), e.g. after a run cut short and the rest run apart")
+                   help="write one table of these runs' results instead: their rounds joined by seed (a later "
+                        "file's run of a seed replaces an earlier's), e.g. after a run cut short and the rest run "
+                        "apart, or a row rerun")
     return p.parse_args(argv)
+
+
+def checked_names(args) -> list:
+    names = [n.strip() for n in args.examples.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_EXAMPLES]
+    if unknown:
+        raise SystemExit(f"unknown example(s) {unknown}: --examples takes {', '.join(ALL_EXAMPLES)}")
+    return names
 
 
 def merge(args, out: Path) -> None:
     parts = [json.loads(Path(path).read_text()) for path in args.merge]
-    results = {}
+    by_seed = {}  # a later file's run of a seed replaces an earlier's; an unseeded run is dropped where seeded ones are
     for part in parts:
-        results.update({key: runs for key, runs in part["results"].items() if runs})
+        for key, runs in part["results"].items():
+            by_seed.setdefault(key, {}).update({run.get("seed"): run for run in runs})
+    for runs in by_seed.values():
+        if len(runs) > 1:
+            runs.pop(None, None)
+    results = {key: [runs[s] for s in sorted(runs, key=lambda s: (s is None, s or 0))]
+               for key, runs in by_seed.items() if runs}
     names = [n for n in ALL_EXAMPLES if all(f"{n}|{lo}" in results for lo in args.loaders.split(","))]
     meta = {**parts[0]["meta"], "command": " ; ".join(p["meta"]["command"] for p in parts),
             "uptime_at_end": parts[-1]["meta"]["uptime_at_end"]}
@@ -307,67 +333,89 @@ def how_it_ran(record: dict) -> str:
         return "-"
     first = loaders[0]
     pipeline = f", {first['pipeline']}" if first.get("pipeline") else ""
-    return (f"{len(loaders)} loader(s), num_workers={first['num_workers']}{pipeline}; "
-            f"{record.get('torch_threads')} torch threads")
+    threads = record.get("torch_threads")
+    return f"{len(loaders)} loader(s), num_workers={first['num_workers']}{pipeline}; {threads} threads"
 
 
-def row(name: str, loader: str, rounds: list) -> str:
-    good = [r for r in rounds if r["error"] is None]
-    if not good:
-        error = rounds[0]["error"].strip().splitlines()[-1].replace("|", "/")
-        before = epoch_seconds(rounds[0])  # the epochs trained before it failed
-        return (f"| {name} | {loader} | failed: `{error}` | | {median_range(before[:1], '.2f')} "
-                f"(before the failure) | | {how_it_ran(rounds[0])} |")
-    epochs = [statistics.median(epoch_seconds(r)) for r in good if epoch_seconds(r)]
-    firsts = [epoch_seconds(r)[0] for r in good if epoch_seconds(r)]
-    metrics = [r["metric"] for r in good if r["metric"] is not None]
-    failed = f" ({len(rounds) - len(good)} failed)" if len(good) < len(rounds) else ""
-    return (f"| {name} | {loader}{failed} | {median_range(metrics, '.3f')} | {median_range(epochs, '.2f')} | "
-            f"{median_range(firsts, '.2f')} | {median_range([r['wall_s'] for r in good], '.1f')} | "
-            f"{how_it_ran(good[0])} |")
+def metric_cell(runs: list) -> str:
+    good = [r for r in runs if r["error"] is None]
+    spread = Spread.of([r["metric"] for r in good])
+    if spread is None:
+        error = next((r["error"] for r in runs if r["error"]), "no metric printed").strip().splitlines()[-1]
+        said = "refused by name" if error.startswith("conveyor.core.errors.ConveyorError") else "failed"
+        return f"{said} ({len(runs)} of {len(runs)}): `{error.replace('|', '/')}`"
+    failed = f"; {len(runs) - len(good)} failed" if len(good) < len(runs) else ""
+    return spread.text() + failed
 
 
-def ratio(results: dict, name: str) -> str:
-    medians = {}
-    for loader in ("conveyor", "pyg"):
-        runs = [r for r in results.get(f"{name}|{loader}", []) if r["error"] is None and epoch_seconds(r)]
-        if not runs:
-            return "-"
-        medians[loader] = statistics.median(statistics.median(epoch_seconds(r)) for r in runs)
-    return f"{medians['conveyor'] / medians['pyg']:.2f}x"
+def epoch_by_seed(runs: list) -> dict:
+    """seed -> the run's median epoch (None where it failed or trained no complete epoch)."""
+    return {r.get("seed"): statistics.median(epoch_seconds(r)) if r["error"] is None and epoch_seconds(r) else None
+            for r in runs}
+
+
+def why_no_metric(loader: str, runs: list) -> str:
+    """Why a loader gave no figure: PyG's without pyg-lib (not installed here), or a failure."""
+    error = next((r["error"] for r in runs if r["error"]), "") or ""
+    if loader == "pyg" and "pyg-lib" in error:
+        return "PyG's loader needs pyg-lib for this, not installed here"
+    if loader == "pyg" and "num_sampled_nodes" in error:
+        return ("PyG's loader without pyg-lib (torch_sparse) gives batches no num_sampled_nodes, which the script "
+                "reads")
+    if error.startswith("conveyor.core.errors.ConveyorError"):
+        return f"{loader}'s loader refuses it by name"
+    return f"{loader}'s loader failed"
+
+
+def example_row(name: str, results: dict) -> str:
+    example = ALL_EXAMPLES[name]
+    runs = {lo: results.get(f"{name}|{lo}", []) for lo in LOADERS}
+    spreads = {lo: Spread.of([r["metric"] for r in runs[lo] if r["error"] is None]) for lo in LOADERS}
+    if spreads["conveyor"] and spreads["pyg"]:
+        verdict = Verdict.of(spreads["conveyor"], spreads["pyg"]).text()
+    else:
+        verdict = "- (" + "; ".join(why_no_metric(lo, runs[lo]) for lo in LOADERS if not spreads[lo]) + ")"
+    epochs = {lo: epoch_by_seed(runs[lo]) for lo in LOADERS}
+    times = [median_range([v for v in epochs[lo].values() if v], ".2f") for lo in LOADERS]
+    ran = "; ".join(f"{lo}: {how_it_ran(next(iter(runs[lo]), {}))}" for lo in LOADERS)
+    loads = [r["load_before"][0] for lo in LOADERS for r in runs[lo] if "load_before" in r]
+    load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+    return (f"| {name} ({example.metric}; {epochs_said(example)}) | {metric_cell(runs['conveyor'])} | "
+            f"{metric_cell(runs['pyg'])} | {verdict} | {times[0]} | {times[1]} | "
+            f"{ratio_by_round(epochs['conveyor'], epochs['pyg'])} | {ran} | {load} |")
 
 
 def markdown(results: dict, args, meta: dict) -> str:
     names = [n for n in args.examples.split(",")]
-    loads = [r["load_before"][0] for runs in results.values() for r in runs]
+    loads = [r["load_before"][0] for runs in results.values() for r in runs if "load_before" in r]
+    seeds = sorted({r.get("seed") for runs in results.values() for r in runs}, key=lambda s: (s is None, s or 0))
+    seeds = ["unseeded" if s is None else str(s) for s in seeds]
     lines = [
         "# PyG's examples with one import changed, beside PyG's loader on the same data", "",
         f"`{meta['command']}`", "",
         f"Each example as PyG 2.8.1 ships it, on the stand-in data ({meta['data']}), once per loader per round, "
-        f"{args.rounds} interleaved rounds, one run at a time, each in its own interpreter; median (range) over the "
-        f"rounds. Epoch = one complete pass over the script's training loader (timed from outside the script: "
-        f"its loop body, the training step, included); epoch time = a run's median epoch, first = its first "
-        f"epoch (the loader's start included); wall = the whole script (imports, data, every loader). "
+        f"up to {args.rounds} interleaved rounds (n in each cell; the loaders' order alternating), one run at a "
+        f"time, each in its own interpreter. Round k seeds Python's `random`, numpy and torch with k just before "
+        f"the script runs "
+        f"(seeds {', '.join(seeds)}; benchmarks/seeded_rounds.py), the same for both loaders. "
+        f"Metric: mean ± sd (range; n) over the rounds; verdict: conveyor's mean minus PyG's, 'within noise' when "
+        f"|diff| <= 2·sqrt(sd_c²/n_c + sd_p²/n_p) (the bound given). Epoch = one complete pass over the script's "
+        f"training loader (timed from outside the script, its loop body included); epoch s = median (range) over "
+        f"the rounds of a run's median epoch; ratio = conveyor / PyG round by round, median (range). "
         f"Machine: {meta['cpu_count']} cores, shared; 1-minute load before the runs {min(loads):.1f}-"
-        f"{max(loads):.1f}; `uptime` at the end: {meta['uptime_at_end']}. PyG: torch_geometric "
+        f"{max(loads):.1f} (per row: its runs'); `uptime` at the end: {meta['uptime_at_end']}. PyG: torch_geometric "
         f"{meta['pyg']}, torch_sparse {meta['torch_sparse']}, pyg-lib {meta['pyg_lib']}.", "",
-        "| example | loader | metric (median, range) | epoch s | first epoch s | wall s | how it ran |",
-        "|---|---|---|---|---|---|---|"]
-    for name in names:
-        example = ALL_EXAMPLES[name]
-        for loader in args.loaders.split(","):
-            lines.append(row(f"{name} ({example.metric}; {epochs_said(example)})", loader,
-                             results[f"{name}|{loader}"]))
-    lines += ["", "Epoch time, conveyor over PyG (ratio of the medians; '-' where one of them did not run):", "",
-              "| example | conveyor / PyG |", "|---|---|"]
-    lines += [f"| {name} | {ratio(results, name)} |" for name in names]
+        "| example | conveyor's loader | PyG's loader | conveyor - PyG | epoch s, conveyor | epoch s, PyG | "
+        "epoch time conveyor / PyG | how they ran (workers, torch threads) | load |",
+        "|---|---|---|---|---|---|---|---|---|"]
+    lines += [example_row(name, results) for name in names]
     return "\n".join(lines) + "\n"
 
 
 def epochs_said(example: Example) -> str:
     if example.probe:
         return "its 2 passes"
-    return f"{example.epochs} epochs"
+    return f"{example.epochs} epoch{'s' if example.epochs != 1 else ''}"
 
 
 def versions() -> dict:
@@ -387,21 +435,23 @@ def main(argv=None) -> None:
     out = Path(args.out or REPO / "benchmarks" / "results" / "pyg_examples_cpu.json")
     if args.merge:
         return merge(args, out)
-    names, loaders = args.examples.split(","), args.loaders.split(",")
+    names, loaders = checked_names(args), args.loaders.split(",")
     meta = {"command": "python -m benchmarks.pyg_examples " + " ".join(argv if argv is not None else sys.argv[1:]),
             "cpu_count": os.cpu_count(), **versions(),
             "data": "2,000 nodes, 8 classes, 32 features, 16 in-edges each; MAG-typed with 800 authors, 40 "
                     "institutions, 96 fields; Cora for graph_sage_unsup"}
     results = {f"{n}|{loader}": [] for n in names for loader in loaders}
     out.parent.mkdir(parents=True, exist_ok=True)
-    for round_ in range(args.rounds):
-        for name in names:
-            for loader in loaders if round_ % 2 == 0 else loaders[::-1]:
-                record = run_example(name, loader, timeout=args.timeout)
+    for name in names:  # an example's rounds together: the first examples named are done first
+        for round_ in range(args.rounds):
+            seed = args.first_seed + round_
+            for loader in round_order(loaders, seed):
+                record = run_example(name, loader, timeout=args.timeout, seed=seed)
                 results[f"{name}|{loader}"].append(record)
-                print(f"round {round_ + 1} {name} {loader}: metric {record['metric']}, "
-                      f"epochs {[round(s, 2) for s in epoch_seconds(record)]}, wall {record['wall_s']:.1f}s"
-                      + (f", {record['error']}" if record["error"] else ""), flush=True)
+                print(f"seed {seed} {name} {loader}: metric {record['metric']}, "
+                      f"epochs {[round(s, 2) for s in epoch_seconds(record)]}, wall {record['wall_s']:.1f}s, "
+                      f"load {record['load_before'][0]:.1f}" + (f", {record['error']}" if record["error"] else ""),
+                      flush=True)
                 write(out, results, args, meta)  # so far: a long run cut short keeps its rounds
     print(write(out, results, args, meta))
 

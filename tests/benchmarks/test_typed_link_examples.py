@@ -1,13 +1,14 @@
 """benchmarks/typed_link_examples.py: PyG's typed link examples changed by their one loader import
 line only, and the stand-in datasets (tests/data/pyg_examples/synthetic_datasets.py) in the shape
 of PyG's MovieLens and Taobao."""
+import argparse
 import importlib.util
 import sys
 
 import pytest
 import torch
 
-from benchmarks.typed_link_examples import EXAMPLES, EXAMPLES_DIR, script
+from benchmarks.typed_link_examples import EXAMPLES, EXAMPLES_DIR, example_names, script
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -42,3 +43,10 @@ def test_taobao_stand_in_has_pygs_shape(stand_ins):
     bought = data["user", "to", "item"]
     assert set(bought.behavior.unique().tolist()) <= {0, 1, 2, 3} and bought.time.numel() == bought.edge_index.size(1)
     assert int(data["item", "to", "category"].edge_index[1].max()) < data["category"].num_nodes == 20
+
+
+def test_examples_are_named_with_or_without_their_suffix():
+    assert example_names("recommender_system,bipartite_sage_unsup.py") == ["recommender_system.py",
+                                                                           "bipartite_sage_unsup.py"]
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown example"):
+        example_names("to_hetero_mag")
