@@ -109,7 +109,7 @@ LOADER_CASES = [
          refused("must be a dense [2, P] tensor", "torch.sparse_coo")),
     Case("loader", "a sparse edge_attr",
          lambda fx: batches(fx, data=Data(**{**fx.data.to_dict(), "edge_attr": torch.ones(400, 2).to_sparse()})),
-         refused("data.edge_attr is a sparse tensor", ".to_dense()")),
+         refused("data.edge_attr is a sparse", ".to_dense()")),
     Case("loader", "an edge_attr that requires grad", lambda fx: learnable(fx, "edge_attr", "serial"),
          correct(sliced_right("edge_attr"))),
     Case("loader", "an edge_attr that requires grad, async", lambda fx: learnable(fx, "edge_attr", "async"),
