@@ -272,18 +272,23 @@ def measure(names, graph, fanouts, batches, device, args, dgls, work, interprete
     return rows
 
 
+# Samplers that draw one way only run it whatever --draws says, and their rows say so.
+ONLY_DRAWS = {"fused": "per_hop", "pyg": "per_node"}
+
+
 def sampler_timers(names, graph, fanouts, batches, device, args, dgl, work, interpreted):
     """(row, timer) for each sampler at torch's thread count now; a row saying why, and no timer,
     for one that cannot run."""
     for name in names:
+        draws = ONLY_DRAWS.get(name, args.draws)
         for mode, group in [("batch", 1), ("super-batch", args.super_batch)] if name == "fused" else [("batch", 1)]:
-            row = {"sampler": name, "mode": mode, "group": group, "fanouts": fanouts, "draws": args.draws,
+            row = {"sampler": name, "mode": mode, "group": group, "fanouts": fanouts, "draws": draws,
                    "batch_size": batches[0].numel(), "interpreter": name == "fused" and interpreted,
                    "threads": torch.get_num_threads(), "load_1min": os.getloadavg()[0]}
             try:
                 timer = (dgl_timer(dgl, name, fanouts, batches, work) if name in DGL_ROWS else
                          local_timer(name, graph, fanouts, batches, device, args.seed, group, interpreted,
-                                     args.draws))
+                                     draws))
             except (ConveyorError, ImportError) as err:
                 yield dict(row, available=False, reason=str(err)), None
                 continue
