@@ -25,6 +25,14 @@ from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
+from conveyor.samplers.bsp_compiled import (
+    draw_positions,
+    gather_sources,
+    hop_key,
+    plan_offsets,
+    relabel_edges,
+    splitmix_bits,
+)
 from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
@@ -32,6 +40,9 @@ from conveyor.samplers.weights import edge_weights, weight_keys
 # The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours: measured on
 # the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
 BITMAP_FROM = 10
+# The CPU's uniform draws in compiled loops (samplers/bsp_compiled.py); False: in torch's ops, as
+# on CUDA (the same batches, bit for bit: tests/samplers/test_bsp_sampler.py holds them together).
+COMPILED = True
 
 
 def take_every_neighbour(start: Tensor, deg: Tensor, few: Tensor, pos: Tensor, owner: Tensor):
@@ -52,21 +63,16 @@ def true_ids(mask: Tensor) -> Tensor:
     return mask.nonzero().squeeze(1)
 
 
-def floyd_picks(deg: Tensor, fanout: int, generator: torch.Generator) -> Tensor:
+def floyd_offsets(bits: Tensor, deg: Tensor, fanout: int) -> Tensor:
     """[fanout, m] distinct offsets in [0, deg) per column (Floyd's algorithm, one row of picks per
-    step, all m nodes at once). The draws are exactly the reference's: one float64 `rand` of m per
-    step, scaled to [0, j] and clamped, a collision taking j itself. Offsets are int32 (a degree
-    fits), so the collision checks read half the bytes."""
-    return floyd_offsets(step_draws(fanout, deg.numel(), generator, deg.device), deg, fanout)
-
-
-def floyd_offsets(draws: Tensor, deg: Tensor, fanout: int) -> Tensor:
-    """Floyd's picks (`floyd_picks`) from the [fanout, m] uniforms `draws`, which stay as they are
-    (so that two threads may do the same columns at once, samplers/bsp_threads.py)."""
-    steps = torch.arange(fanout, dtype=torch.int32, device=deg.device)[:, None]
-    j = (deg.int() - fanout)[None, :] + steps  # step i draws uniformly from [0, j_i], j_i = deg - fanout + i
-    picks = torch.mul(draws, j + 1).int()
-    torch.minimum(picks, j, out=picks)
+    step, all m nodes at once) from the [fanout, m] 32-bit draws `bits`: step i takes
+    t = (bits_i * (j_i + 1)) >> 32, uniform in [0, j_i] (j_i = deg - fanout + i), or j_i itself if
+    an earlier step took t: bsp_compiled.node_picks' picks, bit for bit. Offsets are int32 (a
+    degree fits), so the collision checks read half the bytes."""
+    steps = torch.arange(fanout, device=deg.device)[:, None]
+    j = (deg - fanout)[None, :] + steps
+    picks = bits.mul_(j + 1).bitwise_right_shift_(32).int()  # < 2**32 * 2**31: no int64 overflow
+    j = j.int()
     rows, bounds = picks.unbind(0), j.unbind(0)  # views made once: fanout**2 / 2 fewer index ops a hop
     for i in range(1, fanout):  # a draw that hits an earlier pick takes j_i (never picked before)
         clash = torch.eq(rows[0], rows[i])
@@ -74,16 +80,6 @@ def floyd_offsets(draws: Tensor, deg: Tensor, fanout: int) -> Tensor:
             clash.logical_or_(torch.eq(rows[k], rows[i]))
         torch.where(clash, bounds[i], rows[i], out=rows[i])
     return picks
-
-
-def step_draws(steps: int, m: int, generator: torch.Generator, device) -> Tensor:
-    """[steps, m] float64 uniforms: `steps` draws of m from `generator`, in order. On the CPU one
-    call draws the same stream as `steps` calls (element after element); CUDA's offsets advance
-    per call, so there each step draws on its own."""
-    if device.type == "cpu":
-        return torch.rand(steps, m, generator=generator, device=device, dtype=torch.float64)
-    return torch.stack([torch.rand(m, generator=generator, device=device, dtype=torch.float64)
-                        for _ in range(steps)]) if steps else torch.empty(0, m, dtype=torch.float64, device=device)
 
 
 def weighted_picks(start: Tensor, deg: Tensor, fanout: int, keys: Tensor, generator: torch.Generator) -> Tensor:
@@ -131,6 +127,9 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
         return empty, torch.empty(2, 0, dtype=torch.long, device=deg.device)
     if replace:
         return replacement_picks(start, deg, fanout, generator)
+    if keys is None and deg.device.type == "cpu" and COMPILED:
+        return compiled_positions(start, deg, fanout, generator, split or Splitter(1))
+    key = hop_key(generator) if keys is None else None  # drawn whether or not a node draws, as compiled's
     take_all = deg <= fanout
     few, many = true_ids(take_all), true_ids(~take_all)
     num_few = int(deg.index_select(0, few).sum())
@@ -140,27 +139,39 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     if many.numel() and keys is not None:
         pos[num_few:] = weighted_picks(start.index_select(0, many), deg.index_select(0, many), fanout, keys,
                                        generator).view(-1)
-    elif many.numel():  # (fanout -1: never) draws, `fanout` steps: one stream, then Floyd's columns in chunks
-        floyd_positions(start.index_select(0, many), deg.index_select(0, many), fanout,
-                        step_draws(fanout, many.numel(), generator, deg.device), pos[num_few:].view(-1, fanout),
-                        split or Splitter(1))
+    elif many.numel():  # (fanout -1: never) draws: Floyd's columns in chunks
+        floyd_positions(start.index_select(0, many), deg.index_select(0, many), fanout, key,
+                        pos[num_few:].view(-1, fanout), split or Splitter(1))
     if many.numel():
         edges[1, num_few:].view(-1, fanout).copy_(many[:, None].expand(-1, fanout))
     return pos, edges
 
 
-def floyd_positions(start: Tensor, deg: Tensor, fanout: int, draws: Tensor, out: Tensor, split: Splitter) -> None:
-    """out[m, fanout]: each node's Floyd picks (from its column of `draws`) as CSC positions, the
-    nodes cut into chunks on `split`'s threads (each chunk's picks are the whole hop's, bit for bit)."""
+def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter):
+    """`sample_positions`' uniform draws on the CPU (samplers/bsp_compiled.py), nodes in chunks on
+    `split`'s threads: one key from `generator`, then counter-based draws."""
+    start, deg = start.long().contiguous(), deg.long().contiguous()
+    offset = torch.empty_like(deg)
+    few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
+    pos = torch.empty(total, dtype=torch.long)
+    edges = torch.empty(2, total, dtype=torch.long)
+    key, arrays = hop_key(generator), (start.numpy(), deg.numpy(), offset.numpy())
+    split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, few, fanout, key, 0, pos.numpy(), edges[1].numpy()),
+              deg.numel(), per_item=fanout)
+    return pos, edges
+
+
+def floyd_positions(start: Tensor, deg: Tensor, fanout: int, key: int, out: Tensor, split: Splitter) -> None:
+    """out[m, fanout]: each node's Floyd picks as CSC positions, node n's step i from element
+    n * fanout + i of the hop's counter-based stream (bsp_compiled.py), the nodes cut into chunks on
+    `split`'s threads (the same picks whichever chunk a node is in)."""
+    steps = torch.arange(fanout, device=deg.device)[:, None]
+
     def chunk(lo: int, hi: int):
-        picks = floyd_offsets(draws[:, lo:hi], deg[lo:hi], fanout)
+        counters = torch.arange(lo, hi, device=deg.device)[None, :] * fanout + steps
+        picks = floyd_offsets(splitmix_bits(key, counters), deg[lo:hi], fanout)
         torch.add(start[lo:hi, None], picks.t(), out=out[lo:hi])
     split.run(chunk, start.numel(), per_item=fanout)
-
-
-def through_hop(parts: list, dim: int) -> list:
-    """Each hop's tensor joined with every earlier hop's, in order (hop h: hops 1..h)."""
-    return [torch.cat(parts[:h + 1], dim) for h in range(len(parts))]
 
 
 class BSPSampler:
@@ -205,6 +216,11 @@ class BSPSampler:
         self.marked = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
         self.generator = torch.Generator(device=self.device)
         self.manual_seed(seed)
+        # Uniform draws on the CPU: each hop one compiled pass (samplers/bsp_compiled.py), where a
+        # subclass that draws its own way (typed.py: per relation) keeps `draw`.
+        own_draw = type(self).draw is BSPSampler.draw
+        self.compiled = [COMPILED and own_draw and self.device.type == "cpu" and self.keys is None and not r and f != 0
+                         for f, r in zip(self.fanouts, self.replacing)]
 
     def manual_seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
@@ -215,11 +231,13 @@ class BSPSampler:
         self.split.run(lambda lo, hi: torch.index_select(self.indices, 0, pos[lo:hi], out=nbrs[lo:hi]), pos.numel())
         return nbrs
 
-    def new_nodes(self, nbrs: Tensor, known: Tensor) -> Tensor:
-        """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64."""
+    def new_nodes(self, nbrs: Tensor, known: Tensor, marked: bool = False) -> Tensor:
+        """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64
+        (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
             return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
-        self.marked.index_fill_(0, nbrs.long(), True)
+        if not marked:
+            self.marked.index_fill_(0, nbrs.long(), True)
         self.marked.index_fill_(0, known, False)
         new = true_ids(self.marked)
         self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
@@ -227,7 +245,37 @@ class BSPSampler:
 
     def relabel(self, nbrs: Tensor, out: Tensor) -> None:
         """`out` (int64): each of `nbrs`' local id, chunk by chunk on the sampler's threads."""
-        self.split.run(lambda lo, hi: out[lo:hi].copy_(self.local.index_select(0, nbrs[lo:hi])), nbrs.numel())
+        if self.device.type == "cpu":
+            arrays = (self.local.numpy(), nbrs.numpy(), out.numpy())
+            self.split.run(lambda lo, hi: relabel_edges(lo, hi, *arrays), nbrs.numel())
+        else:
+            out.copy_(self.local.index_select(0, nbrs))
+
+    def compiled_hop(self, nodes: Tensor, hop: int, first: int, before=None):
+        """Hop `hop`'s uniform draws for `nodes` on the CPU (bsp_compiled.py: one pass of draws over
+        chunks of nodes, one of gathers over chunks of edges, on the sampler's threads): (positions,
+        edges, sources), edges' row 1 the owners' index into n_id (`nodes` start at `first`), and
+        whether the bitmap marks the sources. `before`: the (positions, edges) of the earlier hops
+        (per_node), written in front, so that the hop's own draws are never copied again."""
+        fanout = self.fanouts[hop]
+        start = self.indptr.index_select(0, nodes)
+        deg = self.indptr.index_select(0, nodes + 1).sub_(start)
+        offset = torch.empty_like(deg)
+        few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
+        lead = before[0].numel() if before else 0
+        pos, edges = torch.empty(lead + total, dtype=torch.long), torch.empty(2, lead + total, dtype=torch.long)
+        if before:
+            pos[:lead], edges[:, :lead] = before
+        own_pos, owner = pos[lead:].numpy(), edges[1, lead:].numpy()
+        nbrs = torch.empty(total, dtype=self.indices.dtype)
+        key, arrays = hop_key(self.generator), (start.numpy(), deg.numpy(), offset.numpy())
+        self.split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, few, fanout, key, first, own_pos, owner),
+                       nodes.numel(), per_item=fanout)
+        mark = total * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
+        sources = (self.indices.numpy(), own_pos, nbrs.numpy(), self.marked.numpy(), mark)
+        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources), total)
+        self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
+        return pos, edges, nbrs, mark
 
     def draw(self, nodes: Tensor, hop: int):
         """Hop `hop`'s draws for `nodes`: `sample_positions`' (positions, edges), row 1 of the
@@ -248,23 +296,27 @@ class BSPSampler:
         counts, edges, positions = [count], [], []
         for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
-            pos, hop = self.draw(n_id[first:], h)
-            if first:
-                hop[1] += first
-            nbrs = self.neighbours(pos)
-            new = self.new_nodes(nbrs, n_id)
+            if self.compiled[h]:
+                before = (positions[-1], edges[-1]) if self.once and edges else None
+                pos, hop, nbrs, marked = self.compiled_hop(n_id[first:], h, first, before)
+            else:
+                pos, hop = self.draw(n_id[first:], h)
+                if first:
+                    hop[1] += first
+                nbrs, marked = self.neighbours(pos), False
+                if self.once and edges:  # each node's one draw serves every later layer: hop h holds hops 1..h
+                    pos, hop = torch.cat([positions[-1], pos]), torch.cat([edges[-1], hop], 1)
+            new = self.new_nodes(nbrs, n_id, marked)
             self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
                                                         device=self.device))
             count += new.numel()
             n_id = torch.cat([n_id, new])
             counts.append(count)
-            self.relabel(nbrs, hop[0])
+            self.relabel(nbrs, hop[0, hop.size(1) - nbrs.numel():])  # the hop's own edges
             edges.append(hop)
             positions.append(pos)
         self.split.settle()  # no worker still reads `local` for this batch
         self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
-        if self.once:  # each node's one draw serves every later layer: hop h holds hops 1..h (pyg.py's form)
-            edges, positions = through_hop(edges, 1), through_hop(positions, 0)
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):

@@ -1,0 +1,134 @@
+"""bsp's uniform draws on the CPU, compiled (numba): a hop's picks, gathers and relabelling as
+loops over its nodes and edges, where torch's vectorised ops make a pass over memory for every
+step (Floyd's collision checks alone were fanout**2 / 2 passes a hop).
+
+The draws are counter-based: a hop takes one key from the sampler's torch generator (`hop_key`:
+`manual_seed` and the order of calls decide everything, as before), and step i of the n-th node
+that draws (in the hop's order of the nodes with deg > fanout) uses element n * fanout + i of the
+SplitMix64 stream seeded with that key (Steele, Lea and Flood 2014; `java.util.SplittableRandom`'s
+generator). A pick depends on its node's place in the hop and on the key alone: any chunk of nodes
+can be drawn on any thread, in any order, or twice, with the same picks. Floyd's step i draws t
+uniformly from [0, j] (j = deg - fanout + i) as the high 32 bits of (32 random bits) * (j + 1)
+(Lemire's multiply-shift, the fused kernel's `umulhi`: a bias of at most (j + 1) / 2**32), and
+takes j itself if an earlier step took t.
+
+Each function compiles on its first call for its argument types, and numba caches the machine
+code beside this file (`cache=True`): later processes load it in milliseconds. `nogil=True`: the
+chunks of samplers/bsp_threads.py run these on several threads at once.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+from torch import Tensor
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment and mixing constants
+MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def hop_key(generator: torch.Generator) -> int:
+    """A hop's key: one draw from the sampler's generator (62 bits: a Python int numba takes as int64)."""
+    return int(torch.randint(1 << 62, (), generator=generator))
+
+
+def splitmix_bits(key: int, n: Tensor) -> Tensor:
+    """The high 32 bits of `splitmix64(key, n)` for each of the int64 counters `n`, in torch's int64
+    ops (they wrap as uint64's do; a right shift is arithmetic, so the sign bits are masked off):
+    the stream the compiled loops draw, for the torch path (CUDA's, and the CPU's reference)."""
+    z = n.add(1).mul_(signed(GOLDEN)).add_(key)
+    z = z.bitwise_xor_(logical_shift(z, 30)).mul_(signed(MIX1))
+    z = z.bitwise_xor_(logical_shift(z, 27)).mul_(signed(MIX2))
+    return logical_shift(z.bitwise_xor_(logical_shift(z, 31)), 32)
+
+
+def signed(value: np.uint64) -> int:
+    """A uint64 constant as the int64 of the same bits."""
+    return int(value) - (1 << 64) if int(value) >= 1 << 63 else int(value)
+
+
+def logical_shift(z: Tensor, k: int) -> Tensor:
+    """z >> k as on uint64 (zeros shifted in), for int64 z."""
+    return (z >> k).bitwise_and_((1 << (64 - k)) - 1)
+
+
+@numba.njit(inline="always")
+def splitmix64(key, n):
+    """Element n (from 0) of the SplitMix64 stream seeded with `key` (uint64 arithmetic wraps)."""
+    z = key + (n + np.uint64(1)) * GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * MIX1
+    z = (z ^ (z >> np.uint64(27))) * MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(nogil=True, cache=True)
+def plan_offsets(deg, fanout, offset):
+    """Each node's first slot in the hop's edges (`offset`): the nodes with deg <= fanout first
+    (every neighbour, in node order), then the others' `fanout` picks, node by node.
+    Returns (edges of the first kind, edges in all)."""
+    few = 0
+    many = 0
+    for i in range(deg.size):
+        if deg[i] <= fanout:
+            offset[i] = few
+            few += deg[i]
+        else:
+            offset[i] = many  # the rank among the drawing nodes, until the loop below
+            many += 1
+    for i in range(deg.size):
+        if deg[i] > fanout:
+            offset[i] = few + offset[i] * fanout
+    return few, few + many * fanout
+
+
+@numba.njit(inline="always")
+def node_picks(s, d, o, few, fanout, key, pos):
+    """Node (start s, degree d, first slot o)'s CSC positions into pos[o:]; returns how many."""
+    if d <= fanout:
+        for k in range(d):
+            pos[o + k] = s + k
+        return d
+    n0 = np.uint64(o - few)  # the node's rank among the drawing ones, times fanout
+    for step in range(fanout):
+        j = d - fanout + step
+        r = splitmix64(key, n0 + np.uint64(step)) >> np.uint64(32)
+        p = s + np.int64((r * np.uint64(j + 1)) >> np.uint64(32))
+        for k in range(o, o + step):  # a draw an earlier step took takes s + j (never taken before)
+            if pos[k] == p:
+                p = s + j
+                break
+        pos[o + step] = p
+    return fanout
+
+
+@numba.njit(nogil=True, cache=True)
+def draw_positions(lo, hi, start, deg, offset, few, fanout, key_int, first, pos, owner):
+    """Nodes lo..hi-1 (`plan_offsets`' layout): each edge's CSC position into `pos` and its node's
+    index + `first` into `owner`. The same values whoever runs it, and however often (module doc)."""
+    key = np.uint64(key_int)  # (a new name: numba would unify int64 and uint64 to float64)
+    for i in range(lo, hi):
+        o = offset[i]
+        for k in range(o, o + node_picks(start[i], deg[i], o, few, fanout, key, pos)):
+            owner[k] = i + first
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def gather_sources(lo, hi, indices, pos, nbrs, marked, mark):
+    """Edges lo..hi-1: each one's source id (indices[pos]) into `nbrs`, and with `mark`,
+    marked[source] = True. A pass of its own, not in `draw_positions`' loop: there the reads'
+    cache misses wait behind the draws (twice as slow on the products-shaped graph)."""
+    for k in range(lo, hi):
+        u = indices[pos[k]]
+        nbrs[k] = u
+        if mark:
+            marked[u] = True
+    return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def relabel_edges(lo, hi, local, nbrs, out):
+    """out[e] = local[nbrs[e]] for the edges lo..hi-1."""
+    for e in range(lo, hi):
+        out[e] = local[nbrs[e]]
+    return 0
