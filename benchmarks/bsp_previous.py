@@ -1,7 +1,8 @@
 """The previous release's `bsp` (samplers/bsp.py at commit 43e3b50, before #28), kept verbatim as
-the baseline that benchmarks/sampling.py measures the current one against, and that
-tests/samplers/test_bsp_sampler.py checks the current one draws bit for bit the same batches as.
-Not used by conveyor itself."""
+the baseline that benchmarks/sampling.py measures the current one against. Its draws come from
+torch's generator stream (one float64 `rand` per step); today's bsp draws from counter-based
+streams (samplers/bsp_compiled.py), so the batches differ draw by draw, but the work is the same:
+the same algorithm, sizes alike (the benchmark's `edges vs bsp` column). Not used by conveyor itself."""
 from __future__ import annotations
 
 import torch

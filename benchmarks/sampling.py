@@ -1,6 +1,7 @@
 """Sampler benchmark: `fused` (one persistent Triton kernel per batch or super-batch) against `bsp`
-(one hop at a time with torch ops), `bsp-previous` (bsp's previous release,
-benchmarks/bsp_previous.py: the same batches bit for bit), `dgl` (DGL's stock `NeighborSampler`
+(one hop at a time: compiled loops on the CPU, samplers/bsp_compiled.py; torch ops on CUDA),
+`bsp-previous` (bsp's release before #28, benchmarks/bsp_previous.py: the same algorithm and
+work, its draws from torch's stream), `dgl` (DGL's stock `NeighborSampler`
 with int32 ids, in its own interpreter: benchmarks/sampling_dgl.py; a row saying why not where
 it cannot run; `dgl-unfused` the same with fused=False, `dgl-int64` with int64 ids) and `pyg`
 (PyG's NeighborSampler: without pyg-lib its torch_sparse path, one-element `randint` calls per
@@ -36,8 +37,8 @@ PyG (which imports torch._dynamo, and triton with it): `--samplers bsp,dgl` runs
 --draws is sampler.draws for conveyor's samplers: per_node (the default, as a run's), each node
 drawing once, its batches' edges counted once (hop h of a per_node batch repeats hops 1..h, and the
 floor reads each hop's own draws); per_hop, every node again at each hop (bsp-previous's only form).
-bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's picks and gathers on a small
-pool, torch's intra-op threads at 1, the caller alone while the machine leaves no spare core); a
+bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's picks, gathers and relabelling
+on a small pool, torch's intra-op threads at 1, the caller alone while the machine leaves no spare core); a
 row's thread count is the one its sampler ran at, and a bsp row at more than one says how much its
 workers ran (`split_counts` in the JSON).
 

@@ -1,17 +1,21 @@
-"""`bsp`: one hop at a time with vectorised torch ops (CPU or CUDA). The reference semantics.
+"""`bsp`: one hop at a time (CPU or CUDA). The reference semantics.
 
 At hop h every node of N_{h-1} draws min(deg, fanout) distinct in-neighbours uniformly without
-replacement (Floyd's algorithm, vectorised over the nodes; with `weight_attr`, by weight, see
-`weighted_picks`), the new ones are appended to n_id in ascending id order, and a dense
-global->local map (reset after each batch, so the cost is O(batch), not O(graph)) relabels the
-edges. Each edge's CSC position comes with it (`edge_pos_per_hop`).
+replacement (Floyd's algorithm; with `weight_attr`, by weight, see `weighted_picks`), the new ones
+are appended to n_id in ascending id order, and a dense global->local map (reset after each batch,
+so the cost is O(batch), not O(graph)) relabels the edges. Each edge's CSC position comes with it
+(`edge_pos_per_hop`).
+
+The uniform draws are counter-based (samplers/bsp_compiled.py: one key a hop from the sampler's
+generator, then SplitMix64 elements by node and step). On the CPU a hop runs as compiled loops
+(`compiled_hop`: picks, then gathers, then relabelling, each pass in chunks on the sampler's
+threads); on CUDA, and wherever `COMPILED` is off, as vectorised torch ops over the nodes
+(`sample_positions`): the same batches bit for bit.
 
 The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
-give the same ascending ids, so the batches are bit for bit the same either way): few sampled
-neighbours against a large graph are sorted (`torch.unique`, O(E log E)); many are marked in a
-dense bitmap over the node ids, read back in order (`nonzero`: O(num_nodes), but no sort and no
-masked select). `BITMAP_FROM` is where the bitmap starts to win. Gathers are `index_select`
-(several times faster than `tensor[index]` on CPU), and each hop's edges are written in place.
+give the same ascending ids): few sampled neighbours against a large graph are sorted
+(`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids, read back in
+order (`nonzero`: O(num_nodes), but no sort). `BITMAP_FROM` is where the bitmap starts to win.
 Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
 (kept int32 for it).
 """

@@ -29,7 +29,7 @@ MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 def hop_key(generator: torch.Generator) -> int:
     """A hop's key: one draw from the sampler's generator (62 bits: a Python int numba takes as int64)."""
-    return int(torch.randint(1 << 62, (), generator=generator))
+    return int(torch.randint(1 << 62, (), generator=generator, device=generator.device))
 
 
 def splitmix_bits(key: int, n: Tensor) -> Tensor:

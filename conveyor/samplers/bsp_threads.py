@@ -1,16 +1,16 @@
 """bsp's own CPU threads (`threads` > 1) and the process's freed memory kept for its next batch.
 
-Threads: a hop's Floyd picks (after its one stream of draws) and gathers (the sources of its edges,
-then their local ids) are cut into a few chunks of nodes or edges that the caller's thread takes
-from the front and a pool of `threads - 1` from the back, each chunk's torch op releasing the GIL;
-torch's own intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
+Threads: a hop's passes (its Floyd picks, the gathers of its edges' sources, their local ids) are
+cut into a few chunks of nodes or edges that the caller's thread takes from the front and a pool of
+`threads - 1` from the back, each chunk's compiled loop or torch op releasing the GIL; torch's own
+intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
 barrier, so one thread descheduled by another process stalls every op of the batch (bsp forced to 2
 threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker: a chunk a
 worker has not finished when the caller reaches it, the caller does again itself (a gather writes
 the same values whoever does it), so on a busy machine a descheduled worker costs at most one chunk
-done twice. Only before the batch's local ids are reset does the caller wait for a worker still
-inside a chunk (`settle`). The chunks' outputs are those of one thread, bit for bit; the draws stay
-one stream, in order (the generator's).
+done twice. Only before a hop reads the bitmap its gathers mark, and before the batch's local ids
+are reset, does the caller wait for a worker still inside a chunk (`settle`). The chunks' outputs
+are those of one thread, bit for bit: the draws are counter-based (samplers/bsp_compiled.py).
 
 Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
 to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
