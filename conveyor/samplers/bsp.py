@@ -178,6 +178,16 @@ def floyd_positions(start: Tensor, deg: Tensor, fanout: int, key: int, out: Tens
     split.run(chunk, start.numel(), per_item=fanout)
 
 
+def drawn_fanouts(fanouts, max_degree: int, replace: bool):
+    """(each hop's fanout, whether it draws with replacement). Floyd's loop runs `fanout` steps:
+    capped by the largest degree, the same sample costs 168 steps a hop on cora, not 100000 for
+    sampler.fanouts=[100000]. With replacement a node draws `fanout` whatever its degree; -1 still
+    takes each edge once."""
+    asked = check_fanouts(fanouts)
+    replacing = [replace and f != -1 for f in asked]
+    return [f if r else cap for f, r, cap in zip(asked, replacing, cap_fanouts(asked, max_degree))], replacing
+
+
 class BSPSampler:
     name = "bsp"
 
@@ -203,14 +213,7 @@ class BSPSampler:
             keep_freed_memory()
         self.once = once
         self.num_nodes = graph.num_nodes
-        # Floyd's loop runs `fanout` steps: capped by the largest degree, the same sample costs
-        # 168 steps a hop on cora, not 100000 for sampler.fanouts=[100000].
-        max_degree = max_gap(graph.indptr)  # a chunk at a time: no node-long copy
-        self.fanouts = cap_fanouts(check_fanouts(fanouts), max_degree)
-        # With replacement a node draws `fanout` whatever its degree; -1 still takes each edge once.
-        self.replacing = [replace and f != -1 for f in check_fanouts(fanouts)]
-        if replace:
-            self.fanouts = [f if r else cap for f, r, cap in zip(check_fanouts(fanouts), self.replacing, self.fanouts)]
+        self.fanouts, self.replacing = drawn_fanouts(fanouts, max_gap(graph.indptr), replace)
         self.indptr = graph.indptr.to(self.device)
         self.indices = graph.indices.to(self.device)
         self.keys = None if weights is None else weight_keys(weights).to(self.device)

@@ -30,12 +30,12 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
         # The median of 3 interleaved rounds, inside its range.
         assert bsp["rounds"] == previous["rounds"] == 3
         assert bsp["ms_range"][0] <= bsp["ms_per_batch"] <= bsp["ms_range"][1]
-        # The same seeds and the same draws: the same subgraphs, so the ratio compares like with like.
-        assert (bsp["nodes_per_batch"], bsp["edges_per_batch"]) == (previous["nodes_per_batch"],
-                                                                    previous["edges_per_batch"])
+        # The same seeds and algorithm, other draws (counter-based streams against torch's): subgraphs of
+        # the same size give or take the randomness, so the ratio compares like with like.
+        assert abs(previous["nodes_per_batch"] / bsp["nodes_per_batch"] - 1) < 0.02
+        assert abs(previous["edges_vs_bsp"] - 1) < 0.02
         assert previous["speedup_vs_bsp"] == bsp["ms_per_batch"] / previous["ms_per_batch"]
         assert previous["bsp_edges_per_s_over_this"] == bsp["edges_per_s"] / previous["edges_per_s"]
-        assert previous["edges_vs_bsp"] == 1.0
         # The floor reads the edges bsp drew for the same seeds (its first draws; bsp's timed rounds draw
         # afresh, as many give or take the randomness), at the thread count forced.
         assert gather["available"] and abs(gather["edges_vs_bsp"] - 1) < 0.02 and gather["threads"] == bsp["threads"]

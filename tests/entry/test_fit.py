@@ -40,7 +40,9 @@ def test_the_readme_pyg_model_example_trains_cora(tmp_path, monkeypatch, data_ro
     scope = run_readme_example("fit-pyg-example", tmp_path, monkeypatch, data_root)
     result = scope["result"]
     assert type(result.model) is GraphSAGE and result.model is scope["model"]
-    assert len(result.history) == 20 and result.final["test_acc"] >= 0.76, result.final
+    # The example as written (its model's initial weights unseeded): 8 seeds gave 0.733-0.783 (mean
+    # 0.767), the draws before #51's 0.727-0.778 (0.757); 0.72 holds for any of them.
+    assert len(result.history) == 20 and result.final["test_acc"] >= 0.72, result.final
 
 
 def test_fit_takes_a_graph_and_the_keywords(tmp_path, cora):

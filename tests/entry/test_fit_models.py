@@ -27,8 +27,10 @@ def normalised(graph: Graph) -> Graph:
     return Graph(**{**graph.__dict__, "x": graph.x / graph.x.sum(1, keepdim=True).clamp(min=1)})
 
 
+# GIN sums: weaker on cora, and erratic: seeds 0-7 of this fit gave 0.40-0.70 (mean 0.574), and
+# 0.46-0.65 (0.577) with the draws before #51.
 @pytest.mark.parametrize("name, lr, least", [("GraphSAGE", 0.01, 0.74), ("GCN", 0.01, 0.76),
-                                             ("GAT", 0.03, 0.74), ("GIN", 0.03, 0.62)])  # GIN sums: weaker on cora
+                                             ("GAT", 0.03, 0.74), ("GIN", 0.03, 0.45)])
 def test_fit_trains_each_stock_pyg_model_on_cora(name, lr, least, cora, tmp_path):
     model = stock(name, cora)
     # One seed's figures, met with F.dropout's draws (model.fast_dropout=false); the default dropout's

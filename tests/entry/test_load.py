@@ -55,7 +55,8 @@ def test_the_best_checkpoint_is_the_one_loaded_from_a_run_folder(cora, tmp_path)
 def test_predict_embeds_after_the_first_layers(cora, tmp_path):
     model = trained(cora, GraphSAGE(cora.x.size(1), 16, 2, cora.num_classes), tmp_path / "run")
     nodes = torch.tensor([5, 0, 2707])
-    hidden = conveyor.predict(conveyor.load(tmp_path / "run"), cora, nodes, layers=1, batch_size=100)
+    last = conveyor.load(tmp_path / "run" / "checkpoints" / "last.pt")  # fit's model (the folder's is best.pt)
+    hidden = conveyor.predict(last, cora, nodes, layers=1, batch_size=100)
     with torch.no_grad():
         expected = model.eval().convs[0](cora.x, cora.edge_index()).relu()[nodes]
     assert hidden.shape == (3, 16) and torch.allclose(hidden, expected, atol=1e-5)
