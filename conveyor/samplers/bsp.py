@@ -151,17 +151,21 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     return pos, edges
 
 
-def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter):
+def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter,
+                       first: int = 0, before=None):
     """`sample_positions`' uniform draws on the CPU (samplers/bsp_compiled.py), nodes in chunks on
-    `split`'s threads: one key from `generator`, then counter-based draws."""
+    `split`'s threads: one key from `generator`, then counter-based draws; the owners + `first`.
+    `before`: (positions, edges) written in front of the draws (bsp's per_node hops 1..h-1)."""
     start, deg = start.long().contiguous(), deg.long().contiguous()
     offset = torch.empty_like(deg)
     few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
-    pos = torch.empty(total, dtype=torch.long)
-    edges = torch.empty(2, total, dtype=torch.long)
-    key, arrays = hop_key(generator), (start.numpy(), deg.numpy(), offset.numpy())
-    split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, few, fanout, key, 0, pos.numpy(), edges[1].numpy()),
-              deg.numel(), per_item=fanout)
+    lead = before[0].numel() if before else 0
+    pos, edges = torch.empty(lead + total, dtype=torch.long), torch.empty(2, lead + total, dtype=torch.long)
+    if before:
+        pos[:lead], edges[:, :lead] = before
+    arrays = (start.numpy(), deg.numpy(), offset.numpy(), few, fanout, hop_key(generator), first)
+    own_pos, owner = pos[lead:].numpy(), edges[1, lead:].numpy()
+    split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, own_pos, owner), deg.numel(), per_item=fanout)
     return pos, edges
 
 
@@ -259,28 +263,19 @@ class BSPSampler:
             out.copy_(self.local.index_select(0, nbrs))
 
     def compiled_hop(self, nodes: Tensor, hop: int, first: int, before=None):
-        """Hop `hop`'s uniform draws for `nodes` on the CPU (bsp_compiled.py: one pass of draws over
-        chunks of nodes, one of gathers over chunks of edges, on the sampler's threads): (positions,
-        edges, sources), edges' row 1 the owners' index into n_id (`nodes` start at `first`), and
-        whether the bitmap marks the sources. `before`: the (positions, edges) of the earlier hops
+        """Hop `hop`'s uniform draws for `nodes` on the CPU (`compiled_positions`), then their
+        sources gathered in a pass over chunks of edges (bsp_compiled.gather_sources): (positions,
+        edges, sources, whether the bitmap marks the sources), edges' row 1 the owners' index into
+        n_id (`nodes` start at `first`). `before`: the (positions, edges) of the earlier hops
         (per_node), written in front, so that the hop's own draws are never copied again."""
-        fanout = self.fanouts[hop]
         start = self.indptr.index_select(0, nodes)
         deg = self.indptr.index_select(0, nodes + 1).sub_(start)
-        offset = torch.empty_like(deg)
-        few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
-        lead = before[0].numel() if before else 0
-        pos, edges = torch.empty(lead + total, dtype=torch.long), torch.empty(2, lead + total, dtype=torch.long)
-        if before:
-            pos[:lead], edges[:, :lead] = before
-        own_pos, owner = pos[lead:].numpy(), edges[1, lead:].numpy()
-        nbrs = torch.empty(total, dtype=self.indices.dtype)
-        key, arrays = hop_key(self.generator), (start.numpy(), deg.numpy(), offset.numpy())
-        self.split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, few, fanout, key, first, own_pos, owner),
-                       nodes.numel(), per_item=fanout)
-        mark = total * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
+        pos, edges = compiled_positions(start, deg, self.fanouts[hop], self.generator, self.split, first, before)
+        own_pos = pos[before[0].numel() if before else 0:].numpy()
+        nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
+        mark = own_pos.size * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
         sources = (self.indices.numpy(), own_pos, nbrs.numpy(), self.marked.numpy(), mark)
-        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources), total)
+        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources), own_pos.size)
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         return pos, edges, nbrs, mark
 

@@ -5,7 +5,7 @@ cut into a few chunks of nodes or edges that the caller's thread takes from the 
 `threads - 1` from the back, each chunk's compiled loop or torch op releasing the GIL; torch's own
 intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
 barrier, so one thread descheduled by another process stalls every op of the batch (bsp forced to 2
-threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker: a chunk a
+threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker inside a pass: a chunk a
 worker has not finished when the caller reaches it, the caller does again itself (a gather writes
 the same values whoever does it), so on a busy machine a descheduled worker costs at most one chunk
 done twice. Only before a hop reads the bitmap its gathers mark, and before the batch's local ids
