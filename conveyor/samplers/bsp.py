@@ -30,6 +30,7 @@ from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.bsp_compiled import (
+    claim_marked,
     draw_positions,
     gather_sources,
     hop_key,
@@ -164,7 +165,7 @@ def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch
     if before:
         pos[:lead], edges[:, :lead] = before
     arrays = (start.numpy(), deg.numpy(), offset.numpy(), few, fanout, hop_key(generator), first)
-    own_pos, owner = pos[lead:].numpy(), edges[1, lead:].numpy()
+    own_pos, owner = pos[lead:].numpy().view(np.uint64), edges[1, lead:].numpy()
     split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, own_pos, owner), deg.numel(), per_item=fanout)
     return pos, edges
 
@@ -242,16 +243,20 @@ class BSPSampler:
         self.split.run(lambda lo, hi: torch.index_select(self.indices, 0, pos[lo:hi], out=nbrs[lo:hi]), pos.numel())
         return nbrs
 
-    def new_nodes(self, nbrs: Tensor, known: Tensor, marked: bool = False) -> Tensor:
-        """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64
-        (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
+    def new_nodes(self, nbrs: Tensor, known: Tensor, count: int, marked: bool = False) -> Tensor:
+        """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64, given
+        local ids from `count` on (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
-            return torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
-        if not marked:
+            new = torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
+        elif marked:  # one compiled pass over the bitmap: the new ids, their local ids, the bitmap reset
+            new = torch.empty(self.num_nodes, dtype=torch.long)
+            return new[:claim_marked(self.marked.numpy(), self.local.numpy(), count, new.numpy())]
+        else:
             self.marked.index_fill_(0, nbrs.long(), True)
-        self.marked.index_fill_(0, known, False)
-        new = true_ids(self.marked)
-        self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
+            self.marked.index_fill_(0, known, False)
+            new = true_ids(self.marked)
+            self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
+        self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32, device=self.device))
         return new
 
     def relabel(self, nbrs: Tensor, out: Tensor) -> None:
@@ -308,9 +313,7 @@ class BSPSampler:
                 nbrs, marked = self.neighbours(pos), False
                 if self.once and edges:  # each node's one draw serves every later layer: hop h holds hops 1..h
                     pos, hop = torch.cat([positions[-1], pos]), torch.cat([edges[-1], hop], 1)
-            new = self.new_nodes(nbrs, n_id, marked)
-            self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32,
-                                                        device=self.device))
+            new = self.new_nodes(nbrs, n_id, count, marked)
             count += new.numel()
             n_id = torch.cat([n_id, new])
             counts.append(count)

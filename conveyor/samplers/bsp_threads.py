@@ -5,10 +5,11 @@ cut into a few chunks of nodes or edges that the caller's thread takes from the 
 `threads - 1` from the back, each chunk's compiled loop or torch op releasing the GIL; torch's own
 intra-op threads stay at 1. Why not torch's threads: each of its ops ends at an OpenMP
 barrier, so one thread descheduled by another process stalls every op of the batch (bsp forced to 2
-threads was 6.9x slower than at 1 at load 20). Here the caller never waits for a worker inside a pass: a chunk a
-worker has not finished when the caller reaches it, the caller does again itself (a gather writes
-the same values whoever does it), so on a busy machine a descheduled worker costs at most one chunk
-done twice. Only before a hop reads the bitmap its gathers mark, and before the batch's local ids
+threads was 6.9x slower than at 1 at load 20). Here the caller waits for a worker inside a pass only
+briefly: a chunk a worker has not finished when the caller reaches it, the caller awaits for half
+the time one of its own chunks took (WAIT_SHARE) and then does again itself (a gather writes the
+same values whoever does it), so on a busy machine a descheduled worker costs at most one and a
+half chunks' time. Only before a hop reads the bitmap its gathers mark, and before the batch's local ids
 are reset, does the caller wait for a worker still inside a chunk (`settle`). The chunks' outputs
 are those of one thread, bit for bit: the draws are counter-based (samplers/bsp_compiled.py).
 
@@ -30,6 +31,10 @@ from conveyor.core.cores import _idle_ticks, usable_cores
 
 MIN_CHUNK = 1 << 15  # edges: below this a chunk costs more in hand-offs than it saves
 CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller little to wait for
+# How long the caller waits for a chunk a worker is inside, as a share of its own time a chunk, before
+# doing it again: redone at once, 61% of the split passes at scale 0.05 did a chunk twice, idle (the
+# worker had taken its second chunk just before the caller reached it), and 2 threads were no faster than 1.
+WAIT_SHARE = 0.5
 CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
@@ -86,20 +91,31 @@ class Splitter:
         if self.pool is None:
             self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bsp")
         bounds = [n * k // chunks for k in range(chunks + 1)]
-        state, lock = [FREE] * chunks, threading.Lock()
+        state, held, lock = [FREE] * chunks, [None] * chunks, threading.Lock()
         for _ in range(self.threads - 1):
-            self.pool.submit(self._work, fn, bounds, state, lock)
-        for k in range(chunks):  # from the front; a chunk a worker is inside is done again, not awaited
+            self.pool.submit(self._work, fn, bounds, state, held, lock)
+        began, ran = time.perf_counter(), 0
+        for k in range(chunks):  # from the front; a chunk a worker is inside is awaited a little, then done again
             with lock:
-                if state[k] == DONE:
-                    continue
-                self.counts["twice"] += state[k] == TAKEN
-                state[k] = TAKEN
+                taken = state[k] == TAKEN
+                if state[k] == FREE:
+                    state[k] = TAKEN
+            if taken and self._waited(held[k], state, k, (time.perf_counter() - began) / max(ran, 1) * WAIT_SHARE):
+                continue
+            if state[k] == DONE:
+                continue
+            self.counts["twice"] += taken
             fn(bounds[k], bounds[k + 1])
-            state[k] = DONE
+            state[k], ran = DONE, ran + 1
             self.counts["caller"] += 1
 
-    def _work(self, fn, bounds, state, lock) -> None:
+    def _waited(self, out: threading.Event, state, k: int, patience: float) -> bool:
+        """Whether the worker inside chunk k finished it within `patience` seconds (WAIT_SHARE of
+        one of the caller's chunks: a worker that is running ends it sooner than the caller could
+        redo it, one that is descheduled costs that much more)."""
+        return out.wait(patience) and state[k] == DONE
+
+    def _work(self, fn, bounds, state, held, lock) -> None:
         """A worker: chunks from the back until none is free (one that starts late finds none)."""
         while True:
             with lock:
@@ -107,6 +123,7 @@ class Splitter:
                 if k is None:
                     return
                 state[k], out = TAKEN, threading.Event()
+                held[k] = out
                 self.running.append(out)
             try:
                 fn(bounds[k], bounds[k + 1])

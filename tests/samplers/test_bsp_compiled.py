@@ -94,3 +94,20 @@ def test_no_late_chunk_marks_the_bitmap_after_the_hop_has_read_it(monkeypatch):
         assert torch.equal(a.n_id, b.n_id)
         assert all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop, b.edge_index_per_hop, strict=True))
     assert two.split.counts["workers"] > 0 and two.split.counts["twice"] > 0
+
+
+def test_floyd_past_64_neighbours_takes_torchs_picks(monkeypatch):
+    """Degrees up to 400 and 40 draws a node: a draw whose bit (offset mod 64) an earlier pick set
+    is checked against the picks themselves (node_picks' scan) and the degrees at most 64 by their
+    bits alone; both take the torch path's picks, bit for bit, and each node's picks are distinct."""
+    g = torch.Generator().manual_seed(3)
+    deg = torch.randint(0, 400, (4000,), generator=g)
+    start = torch.cumsum(deg, 0) - deg
+    compiled = sample_positions(start, deg, 40, torch.Generator().manual_seed(8))
+    monkeypatch.setattr(bsp, "COMPILED", False)
+    torch_ops = sample_positions(start, deg, 40, torch.Generator().manual_seed(8))
+    assert torch.equal(compiled[0], torch_ops[0]) and torch.equal(compiled[1][1], torch_ops[1][1])
+    pos, owner = compiled[0], compiled[1][1]
+    assert torch.equal(torch.bincount(owner, minlength=4000), deg.clamp(max=40))
+    assert torch.unique(pos).numel() == pos.numel()  # distinct within each node's CSC row
+    assert bool(((pos >= start[owner]) & (pos < start[owner] + deg[owner])).all())
