@@ -104,9 +104,9 @@ class PyGLoader(PyGFace, PipelineLoader):
                 self._handed, keep = detach_held(self._handed, keep), KEEP_BEHIND - 1
             batch = next(prepared)
             data = self.to_data(batch, position)
-            del batch  # the Data holds the views it needs: the slots go back once it is dropped
             if not keep_views:
-                self._handed.append(aliased(data))
+                self._handed.append(aliased(data, batch))
+            del batch  # the Data's aliases hold the batch: the slots go back once they are copied or dropped
             yield self.filter_fn(data)
 
     def sample(self, index) -> "torch_geometric.data.Data":  # noqa: F821
@@ -180,16 +180,19 @@ def snapshot(data):
     return tuple((key, id(value)) for key, value in data) if hasattr(data, "is_node_attr") else None
 
 
-def aliased(data) -> List[Tensor]:
+def aliased(data, prepared) -> List[Tensor]:
     """Each tensor of `data` (a Data or HeteroData) replaced by an alias of it (a view of the whole),
     which `detach_held` can later turn into a copy wherever it went; the aliases. (The pipeline's
-    views carry the weak references its slots' leases hang on, which `swap_tensors` refuses.)"""
+    views carry the weak references its slots' leases hang on, which `swap_tensors` refuses.) Each
+    alias keeps `prepared`, the batch of the pipeline's own views, alive: a tensor cut out of one
+    of them (a node type's rows of x) holds its memory but not the view, so a batch with no
+    pipeline view left in it (a typed adj_t batch) gave its slots back while still reading them."""
     aliases = []
     for store in data.stores:
         for key, value in store.items():
             if isinstance(value, Tensor):
                 store[key] = alias = value.view_as(value)
-                alias._conveyor_view = value  # the pipeline's own view (its slot's lease) lives as long as this
+                alias._conveyor_view = prepared  # the slots' leases live as long as this
                 aliases.append(alias)
     return aliases
 

@@ -5,6 +5,8 @@ filter_hetero_data carries it; torch sparse CSR/CSC in their layouts; LinkNeighb
 and what the loader cannot carry refused by name."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 import torch_geometric.transforms as T
@@ -50,6 +52,29 @@ def global_entries(batch, edge_type) -> list:
     targets, sources = batch[edge_type[2]].n_id[row], batch[edge_type[0]].n_id[col]
     values = [None] * row.numel() if value is None else value.tolist()
     return sorted(zip(targets.tolist(), sources.tolist(), values), key=lambda t: (t[0], t[1], t[2] or 0))
+
+
+def test_held_adj_t_batches_keep_their_buffers_while_the_pipeline_runs_ahead():
+    """An adj_t batch holds none of the pipeline's own views, only tensors cut out of them (each
+    type's rows of x): its slots stay its own until those are copied (loader/pyg_loader.py's
+    `aliased`), not only until the loader drops the views. The loop holds every batch and takes
+    0.2 s over each, time for the pipeline (depth 1) to fill every slot it is given back; each
+    batch keeps its own features and adjacency, as the serial pipeline's (given back at once, held
+    batches' x was later batches' rows, now and then in the suite and at once here)."""
+    data = T.ToSparseTensor()(typed_graph())
+    given = dict(num_neighbors=[-1, -1], input_nodes=("paper", torch.arange(40)), batch_size=5)
+    with NeighborLoader(data, pipeline="serial", **given) as loader:
+        want = [(b["paper"].n_id.clone(), global_entries(b, CITES)) for b in loader]
+    with NeighborLoader(data, pipeline="async", depth=1, **given) as loader:
+        held = []
+        for batch in loader:
+            held.append(batch)
+            time.sleep(0.2)
+    assert len(held) == len(want) == 8
+    for got, (n_id, entries) in zip(held, want):
+        assert torch.equal(got["paper"].n_id, n_id) and global_entries(got, CITES) == entries
+        for t in ("paper", "author"):
+            assert torch.equal(got[t].x, data[t].x[got[t].n_id])
 
 
 @pytest.mark.parametrize("pipeline", ["serial", "async"])
