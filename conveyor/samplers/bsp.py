@@ -225,7 +225,9 @@ class BSPSampler:
         # int32 (node ids fit: graph.indices is int32): half the bytes of the random reads and
         # writes into this num_nodes-long map, the main cost of small batches on a large graph.
         self.local = torch.full((self.num_nodes,), -1, dtype=torch.int32, device=self.device)
-        self.marked = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
+        # A bitmap per thread of the splitter (row 0 the caller's: torch's ops mark only that one),
+        # so that no two cores write into one cache line (Splitter.place).
+        self.marked = torch.zeros(self.split.threads, self.num_nodes, dtype=torch.bool, device=self.device)
         self.generator = torch.Generator(device=self.device)
         self.manual_seed(seed)
         # Uniform draws on the CPU: each hop one compiled pass (samplers/bsp_compiled.py), where a
@@ -248,14 +250,15 @@ class BSPSampler:
         local ids from `count` on (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
             new = torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
-        elif marked:  # one compiled pass over the bitmap: the new ids, their local ids, the bitmap reset
+        elif marked:  # one compiled pass over the bitmaps: the new ids, their local ids, the bitmaps reset
             new = torch.empty(self.num_nodes, dtype=torch.long)
             return new[:claim_marked(self.marked.numpy(), self.local.numpy(), count, new.numpy())]
         else:
-            self.marked.index_fill_(0, nbrs.long(), True)
-            self.marked.index_fill_(0, known, False)
-            new = true_ids(self.marked)
-            self.marked.index_fill_(0, new, False)  # O(batch) reset, as for `local`
+            marks = self.marked[0]
+            marks.index_fill_(0, nbrs.long(), True)
+            marks.index_fill_(0, known, False)
+            new = true_ids(marks)
+            marks.index_fill_(0, new, False)  # O(batch) reset, as for `local`
         self.local.index_copy_(0, new, torch.arange(count, count + new.numel(), dtype=torch.int32, device=self.device))
         return new
 
@@ -279,8 +282,8 @@ class BSPSampler:
         own_pos = pos[before[0].numel() if before else 0:].numpy()
         nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
         mark = own_pos.size * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
-        sources = (self.indices.numpy(), own_pos, nbrs.numpy(), self.marked.numpy(), mark)
-        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources), own_pos.size)
+        sources, marks = (self.indices.numpy(), own_pos, nbrs.numpy()), self.marked.numpy()
+        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources, marks[self.split.place()], mark), own_pos.size)
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         return pos, edges, nbrs, mark
 

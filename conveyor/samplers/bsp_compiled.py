@@ -145,15 +145,22 @@ def gather_sources(lo, hi, indices, pos, nbrs, marked, mark):
 
 @numba.njit(nogil=True, cache=True)
 def claim_marked(marked, local, count, new):
-    """The marked ids not yet in the batch (local < 0), ascending, into `new`, each given the
-    next local id from `count`; the bitmap cleared. Returns how many. One pass with no branch on
-    the marks, which are random (a branch, or numba's select, ran four times slower): `fresh` is
-    all ones for an id to take, zero otherwise."""
+    """The ids marked in any row of `marked` (a bitmap per thread) and not yet in the batch
+    (local < 0), ascending, into `new`, each given the next local id from `count`; the bitmaps
+    cleared. Returns how many. The other rows are folded into row 0 first (a plain loop), then one
+    pass with no branch on the marks, which are random (a branch, or numba's select, ran four times
+    slower): `fresh` is all ones for an id to take, zero otherwise."""
+    marks = marked[0]
+    for row in range(1, marked.shape[0]):
+        other = marked[row]
+        for u in range(marks.size):
+            marks[u] |= other[u]
+            other[u] = False
     c = 0
     for u in range(local.size):
         held = np.int64(local[u])
-        fresh = -np.int64(marked[u]) & (held >> 63)  # held >> 63: all ones when held < 0
-        marked[u] = False
+        fresh = -np.int64(marks[u]) & (held >> 63)  # held >> 63: all ones when held < 0
+        marks[u] = False
         local[u] = held ^ ((held ^ (count + c)) & fresh)
         new[c] = u
         c -= fresh

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import itertools
 import os
 import threading
 import time
@@ -75,10 +76,21 @@ class Splitter:
         # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late.
         self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0}
         self.spare = SpareCores(threads)
+        self.places = threading.local()  # each pool thread's place (1, 2, ...; the caller's is 0)
+        self.new_places = itertools.count(1)  # (next() on it is atomic under the GIL)
 
-    def __getstate__(self):
-        return {"threads": self.threads, "pool": None, "running": [], "counts": dict.fromkeys(self.counts, 0),
-                "spare": SpareCores(self.threads)}
+    def __getstate__(self):  # a copy starts afresh: no pool, no counts, its own places
+        return {"threads": self.threads}
+
+    def __setstate__(self, state):
+        self.__init__(state["threads"])
+
+    def place(self) -> int:
+        """The running thread's place among the splitter's threads: 0 for the caller, 1 to
+        threads - 1 for the pool's, so that a chunk can write into its thread's own buffer (bsp's
+        bitmap marks: two threads marking one bitmap made the gathers no faster than one thread's,
+        its cache lines going back and forth between the cores)."""
+        return getattr(self.places, "place", 0)
 
     def run(self, fn, n: int, per_item: int = 1) -> None:
         """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""
@@ -117,6 +129,8 @@ class Splitter:
 
     def _work(self, fn, bounds, state, held, lock) -> None:
         """A worker: chunks from the back until none is free (one that starts late finds none)."""
+        if not hasattr(self.places, "place"):  # a pool thread's first chunk: its place for good
+            self.places.place = next(self.new_places)
         while True:
             with lock:
                 k = next((k for k in reversed(range(len(state))) if state[k] == FREE), None)

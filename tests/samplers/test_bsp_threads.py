@@ -1,5 +1,6 @@
 """bsp's own CPU threads (samplers/bsp_threads.py): the batches of one thread bit for bit, a caller
-that never waits for a late worker inside a hop, and freed memory kept for the next batch."""
+that never waits long for a late worker inside a hop, each thread's place (its own bitmap), and
+freed memory kept for the next batch."""
 import os
 import pickle
 import platform
@@ -64,6 +65,29 @@ def test_the_caller_does_a_late_workers_chunk_itself_and_settle_waits_for_it(mon
     wake.set()
     splitter.settle()
     assert awake.is_set() and not splitter.running
+
+
+def test_each_thread_has_its_own_place_and_a_copy_starts_afresh(monkeypatch):
+    """The caller's place is 0 and each pool thread keeps one of 1..threads-1 for good (bsp's
+    bitmap row that its gathers mark); a pickled splitter has no pool, counts or places."""
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1)
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
+    splitter, seen, lock = Splitter(3), {}, threading.Lock()
+
+    def chunk(lo, hi):
+        time.sleep(0.01)  # long enough that every pool thread takes chunks
+        with lock:
+            seen.setdefault(threading.get_ident(), set()).add(splitter.place())
+    for _ in range(100):  # until both pool threads took a chunk, however busy the machine
+        splitter.run(chunk, 60)
+        splitter.settle()
+        if len(seen) == 3:
+            break
+    assert seen[threading.get_ident()] == {0}
+    workers = [places for ident, places in seen.items() if ident != threading.get_ident()]
+    assert sorted(p for places in workers for p in places) == [1, 2] and all(len(p) == 1 for p in workers)
+    copy = pickle.loads(pickle.dumps(splitter))
+    assert copy.pool is None and copy.place() == 0 and not any(copy.counts.values()) and copy.threads == 3
 
 
 def test_a_chunk_that_fails_raises_in_the_caller(monkeypatch):
