@@ -14,8 +14,10 @@ threads); on CUDA, and wherever `COMPILED` is off, as vectorised torch ops over 
 
 The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
 give the same ascending ids): few sampled neighbours against a large graph are sorted
-(`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids, read back in
-order (`nonzero`: O(num_nodes), but no sort). `BITMAP_FROM` is where the bitmap starts to win.
+(`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids (one a thread on
+the CPU: samplers/bsp_threads.py), read back in order (O(num_nodes), but no sort: on the CPU's
+compiled hops `claim_marked`, which gives the new ids their local ids in the same pass; elsewhere
+`nonzero`). `BITMAP_FROM` is where the bitmap starts to win.
 Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
 (kept int32 for it).
 """
