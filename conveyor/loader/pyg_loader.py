@@ -192,7 +192,7 @@ def aliased(data, prepared) -> List[Tensor]:
         for key, value in store.items():
             if isinstance(value, Tensor):
                 store[key] = alias = value.view_as(value)
-                alias._conveyor_view = prepared  # the slots' leases live as long as this
+                alias._conveyor_batch = prepared  # the slots' leases live as long as this
                 aliases.append(alias)
     return aliases
 

@@ -9,9 +9,10 @@ threads was 6.9x slower than at 1 at load 20). Here the caller waits for a worke
 briefly: a chunk a worker has not finished when the caller reaches it, the caller awaits for half
 the time one of its own chunks took (WAIT_SHARE) and then does again itself (a gather writes the
 same values whoever does it), so on a busy machine a descheduled worker costs at most one and a
-half chunks' time. Only before a hop reads the bitmap its gathers mark, and before the batch's local ids
-are reset, does the caller wait for a worker still inside a chunk (`settle`). The chunks' outputs
-are those of one thread, bit for bit: the draws are counter-based (samplers/bsp_compiled.py).
+half chunks' time. Only before a hop reads the bitmaps its gathers mark (one a thread: `place`), and
+before the batch's local ids are reset, does the caller wait for a worker still inside a chunk
+(`settle`). The chunks' outputs are those of one thread, bit for bit: the draws are counter-based
+(samplers/bsp_compiled.py).
 
 Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
 to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
