@@ -36,17 +36,23 @@ from conveyor.samplers.bsp_compiled import (
     draw_positions,
     gather_sources,
     hop_key,
+    node_ranges,
     plan_offsets,
     relabel_edges,
     splitmix_bits,
 )
 from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
+from conveyor.samplers.hop_buffers import HopBuffers, capacity
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
 # The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours: measured on
 # the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
 BITMAP_FROM = 10
+# The local ids reset by a fill of the whole map once a batch holds num_nodes / FILL_FROM nodes: a
+# sequential write of every id against a random one of each of the batch's, even near 1 / 40 of
+# the nodes (123 thousand and 2.4 million nodes, one thread).
+FILL_FROM = 32
 # The CPU's uniform draws in compiled loops (samplers/bsp_compiled.py); False: in torch's ops, as
 # on CUDA (the same batches, bit for bit: tests/samplers/test_bsp_sampler.py holds them together).
 COMPILED = True
@@ -155,17 +161,19 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
 
 
 def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter,
-                       first: int = 0, before=None):
+                       first: int = 0, buffers: HopBuffers | None = None):
     """`sample_positions`' uniform draws on the CPU (samplers/bsp_compiled.py), nodes in chunks on
     `split`'s threads: one key from `generator`, then counter-based draws; the owners + `first`.
-    `before`: (positions, edges) written in front of the draws (bsp's per_node hops 1..h-1)."""
+    `buffers`: per_node's, the draws written after the earlier hops' edges they hold, and the
+    (positions, edges) returned of all of them."""
     start, deg = start.long().contiguous(), deg.long().contiguous()
     offset = torch.empty_like(deg)
     few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
-    lead = before[0].numel() if before else 0
-    pos, edges = torch.empty(lead + total, dtype=torch.long), torch.empty(2, lead + total, dtype=torch.long)
-    if before:
-        pos[:lead], edges[:, :lead] = before
+    if buffers is None:
+        lead, pos, edges = 0, torch.empty(total, dtype=torch.long), torch.empty(2, total, dtype=torch.long)
+    else:
+        lead = buffers.used
+        pos, edges = buffers.extend(total)
     arrays = (start.numpy(), deg.numpy(), offset.numpy(), few, fanout, hop_key(generator), first)
     own_pos, owner = pos[lead:].numpy().view(np.uint64), edges[1, lead:].numpy()
     split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, own_pos, owner), deg.numel(), per_item=fanout)
@@ -272,22 +280,31 @@ class BSPSampler:
         else:
             out.copy_(self.local.index_select(0, nbrs))
 
-    def compiled_hop(self, nodes: Tensor, hop: int, first: int, before=None):
+    def compiled_hop(self, nodes: Tensor, hop: int, first: int, buffers: HopBuffers | None = None):
         """Hop `hop`'s uniform draws for `nodes` on the CPU (`compiled_positions`), then their
         sources gathered in a pass over chunks of edges (bsp_compiled.gather_sources): (positions,
         edges, sources, whether the bitmap marks the sources), edges' row 1 the owners' index into
-        n_id (`nodes` start at `first`). `before`: the (positions, edges) of the earlier hops
-        (per_node), written in front, so that the hop's own draws are never copied again."""
-        start = self.indptr.index_select(0, nodes)
-        deg = self.indptr.index_select(0, nodes + 1).sub_(start)
-        pos, edges = compiled_positions(start, deg, self.fanouts[hop], self.generator, self.split, first, before)
-        own_pos = pos[before[0].numel() if before else 0:].numpy()
+        n_id (`nodes` start at `first`). `buffers` (per_node): the hop's draws written after the
+        earlier hops' edges, never copied again."""
+        start, deg = torch.empty_like(nodes), torch.empty_like(nodes)
+        node_ranges(self.indptr.numpy(), nodes.numpy(), start.numpy(), deg.numpy())
+        lead = buffers.used if buffers else 0
+        pos, edges = compiled_positions(start, deg, self.fanouts[hop], self.generator, self.split, first, buffers)
+        own_pos = pos[lead:].numpy()
         nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
         mark = own_pos.size * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
         sources, marks = (self.indices.numpy(), own_pos, nbrs.numpy()), self.marked.numpy()
         self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources, marks[self.split.place()], mark), own_pos.size)
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         return pos, edges, nbrs, mark
+
+    def hop_buffers(self, buffers: HopBuffers | None, positions: list, edges: list, seeds: int) -> HopBuffers:
+        """per_node's buffers for a compiled hop: those the previous hop wrote into, or new ones
+        (sized for the batch) holding whatever the earlier hops drew."""
+        if buffers is not None and buffers.holds(edges[-1]):
+            return buffers
+        size = capacity(seeds, self.fanouts, self.num_nodes, self.indices.numel())
+        return HopBuffers(size, positions[-1], edges[-1]) if edges else HopBuffers(size)
 
     def draw(self, nodes: Tensor, hop: int):
         """Hop `hop`'s draws for `nodes`: `sample_positions`' (positions, edges), row 1 of the
@@ -305,12 +322,12 @@ class BSPSampler:
         seeds = check_seeds(seeds, self.num_nodes).to(self.device)
         n_id, count = seeds, seeds.numel()
         self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
-        counts, edges, positions = [count], [], []
+        counts, edges, positions, buffers = [count], [], [], None
         for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             if self.compiled[h]:
-                before = (positions[-1], edges[-1]) if self.once and edges else None
-                pos, hop, nbrs, marked = self.compiled_hop(n_id[first:], h, first, before)
+                buffers = self.hop_buffers(buffers, positions, edges, seeds.numel()) if self.once else None
+                pos, hop, nbrs, marked = self.compiled_hop(n_id[first:], h, first, buffers)
             else:
                 pos, hop = self.draw(n_id[first:], h)
                 if first:
@@ -326,7 +343,10 @@ class BSPSampler:
             edges.append(hop)
             positions.append(pos)
         self.split.settle()  # no worker still reads `local` for this batch
-        self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
+        if n_id.numel() * FILL_FROM < self.num_nodes:
+            self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
+        else:
+            self.local.fill_(-1)  # a sequential pass: cheaper than as many random writes
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
 
     def sample_many(self, seed_list):
