@@ -17,7 +17,7 @@ give the same ascending ids): few sampled neighbours against a large graph are s
 (`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids (one a thread on
 the CPU: samplers/bsp_threads.py), read back in order (O(num_nodes), but no sort: on the CPU's
 compiled hops `claim_marked`, which gives the new ids their local ids in the same pass; elsewhere
-`nonzero`). `BITMAP_FROM` is where the bitmap starts to win.
+`nonzero`). `CLAIM_FROM` and `BITMAP_FROM` are where the bitmap starts to win.
 Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
 (kept int32 for it).
 """
@@ -46,9 +46,13 @@ from conveyor.samplers.hop_buffers import HopBuffers, capacity
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
-# The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours: measured on
-# the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
+# The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours (torch's ops):
+# measured on the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
 BITMAP_FROM = 10
+# The same for the compiled hops' marks and `claim_marked` (its scan 64 ids a word): the sort and
+# the bitmap even near num_nodes / 250 neighbours at 2.4 million nodes and / 110 at 20 million, one
+# thread; per_node batches 0.85x the time of BITMAP_FROM's 10 at scale 1.0 (A/B, interleaved).
+CLAIM_FROM = 100
 # The local ids reset by a fill of the whole map once a batch holds num_nodes / FILL_FROM nodes: a
 # sequential write of every id against a random one of each of the batch's, even near 1 / 40 of
 # the nodes (123 thousand and 2.4 million nodes, one thread).
@@ -258,11 +262,11 @@ class BSPSampler:
     def new_nodes(self, nbrs: Tensor, known: Tensor, count: int, marked: bool = False) -> Tensor:
         """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64, given
         local ids from `count` on (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
-        if nbrs.numel() * BITMAP_FROM < self.num_nodes:
-            new = torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
-        elif marked:  # one compiled pass over the bitmaps: the new ids, their local ids, the bitmaps reset
+        if marked:  # one compiled pass over the bitmaps: the new ids, their local ids, the bitmaps reset
             new = torch.empty(self.num_nodes, dtype=torch.long)
             return new[:claim_marked(self.marked.numpy(), self.local.numpy(), count, new.numpy())]
+        if nbrs.numel() * BITMAP_FROM < self.num_nodes:
+            new = torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
         else:
             marks = self.marked[0]
             marks.index_fill_(0, nbrs.long(), True)
@@ -292,7 +296,7 @@ class BSPSampler:
         pos, edges = compiled_positions(start, deg, self.fanouts[hop], self.generator, self.split, first, buffers)
         own_pos = pos[lead:].numpy()
         nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
-        mark = own_pos.size * BITMAP_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
+        mark = own_pos.size * CLAIM_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
         sources, marks = (self.indices.numpy(), own_pos, nbrs.numpy()), self.marked.numpy()
         self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources, marks[self.split.place()], mark), own_pos.size)
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)

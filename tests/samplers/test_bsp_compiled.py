@@ -75,7 +75,7 @@ def test_no_late_chunk_marks_the_bitmap_after_the_hop_has_read_it(monkeypatch):
     hop or batch). The sleep only makes a missing wait show; the test passes on any machine."""
     monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1024)
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
-    monkeypatch.setattr(bsp, "BITMAP_FROM", 10**9)  # every hop marks the bitmap
+    monkeypatch.setattr(bsp, "CLAIM_FROM", 10**9)  # every hop marks the bitmap
     gather, entered = bsp.gather_sources, threading.Event()
 
     def late_gather(lo, hi, indices, pos, *arrays):

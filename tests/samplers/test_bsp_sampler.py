@@ -123,7 +123,7 @@ def int32_power_law() -> Graph:
 SAME_AS_TORCH = {**GRAPHS, "int32 power_law": int32_power_law, "larger random": lambda: random_graph(5000, 100000)}
 
 
-# BITMAP_FROM 0 sorts every hop, a huge one marks every hop in the bitmap, 10 switches by size.
+# BITMAP_FROM and CLAIM_FROM 0 sort every hop, a huge one marks every hop in the bitmap, 10 switches by size.
 @pytest.mark.parametrize("bitmap_from", [0, 10, 10**9])
 @pytest.mark.parametrize("name", SAME_AS_TORCH)
 @pytest.mark.parametrize("fanouts", [[15, 10, 5], [3, 3], [-1, 2]])
@@ -133,6 +133,7 @@ def test_compiled_hops_draw_the_batches_of_torchs_ops(name, fanouts, bitmap_from
     draws in torch's vectorised ops, CUDA's path (same seed, same picks, same order, same dtypes),
     batch after batch from one generator, whichever way a hop deduplicates its new nodes."""
     monkeypatch.setattr(bsp, "BITMAP_FROM", bitmap_from)
+    monkeypatch.setattr(bsp, "CLAIM_FROM", bitmap_from)
     graph = SAME_AS_TORCH[name]()
     compiled = build_sampler("bsp", graph, fanouts, seed=5, draws=draws)
     monkeypatch.setattr(bsp, "COMPILED", False)
