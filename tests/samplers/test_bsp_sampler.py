@@ -43,7 +43,7 @@ def test_structure(name, fanouts):
     graph = GRAPHS[name]()
     sampler = build_sampler("bsp", graph, fanouts, seed=3)
     g = torch.Generator().manual_seed(0)
-    for batch_size in (1, 17, graph.num_nodes):
+    for batch_size in (1, 17, graph.num_nodes, 5):  # after the whole graph, the map reset by a fill (FILL_FROM)
         seeds = torch.randperm(graph.num_nodes, generator=g)[:batch_size]
         assert_valid_batch(sampler.sample(seeds), graph, seeds, fanouts)
 
