@@ -298,7 +298,13 @@ class BSPSampler:
         nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
         mark = own_pos.size * CLAIM_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
         sources, marks = (self.indices.numpy(), own_pos, nbrs.numpy()), self.marked.numpy()
-        self.split.run(lambda lo, hi: gather_sources(lo, hi, *sources, marks[self.split.place()], mark), own_pos.size)
+
+        def gather(lo: int, hi: int) -> None:
+            bad = gather_sources(lo, hi, *sources, marks[self.split.place()], mark, self.num_nodes)
+            if bad >= 0:  # as torch's index ops raise on the same graph
+                raise IndexError(f"the graph's indices hold {sources[0][own_pos[bad]]} at CSC position "
+                                 f"{own_pos[bad]}, which is no node id (0..{self.num_nodes - 1}): the graph is corrupt")
+        self.split.run(gather, own_pos.size)
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         return pos, edges, nbrs, mark
 

@@ -163,17 +163,21 @@ def draw_positions(lo, hi, start, deg, offset, few, fanout, key, first, pos, own
 
 
 @numba.njit(nogil=True, cache=True)
-def gather_sources(lo, hi, indices, pos, nbrs, marked, mark):
+def gather_sources(lo, hi, indices, pos, nbrs, marked, mark, num_nodes):
     """Edges lo..hi-1: each one's source id (indices[pos]) into `nbrs`, and with `mark`,
-    marked[source] = True. A pass of its own, not in `draw_positions`' loop: there the reads'
-    cache misses wait behind the draws (twice as slow on the products-shaped graph). A byte an id:
-    a bit (words kept in L1 at scale 0.05) made the batch 5% slower, at scale 1.0 too."""
+    marked[source] = True. Returns -1, or the first edge whose source is no node id (not below
+    `num_nodes`: a corrupt graph), before anything is written past the bitmap or read past the
+    local ids (numba checks no bounds). A pass of its own, not in `draw_positions`' loop: there the
+    reads' cache misses wait behind the draws (twice as slow on the products-shaped graph). A byte
+    an id: a bit (words kept in L1 at scale 0.05) made the batch 5% slower, at scale 1.0 too."""
     for k in range(U(lo), U(hi)):
         u = indices[U(pos[k])]
+        if U(u) >= U(num_nodes):  # a negative id too, as a uint64
+            return np.int64(k)
         nbrs[k] = u
         if mark:
             marked[U(u)] = True
-    return 0
+    return np.int64(-1)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -111,3 +111,17 @@ def test_floyd_past_64_neighbours_takes_torchs_picks(monkeypatch):
     assert torch.equal(torch.bincount(owner, minlength=4000), deg.clamp(max=40))
     assert torch.unique(pos).numel() == pos.numel()  # distinct within each node's CSC row
     assert bool(((pos >= start[owner]) & (pos < start[owner] + deg[owner])).all())
+
+
+@pytest.mark.parametrize("claim_from", [0, 10**9])  # the hop sorts its new nodes / marks the bitmap
+@pytest.mark.parametrize("bad_id", [-3, 10**6])
+def test_a_neighbour_id_past_the_graph_is_an_index_error_before_any_write(claim_from, bad_id, monkeypatch):
+    """numba checks no bounds: a corrupt `indices` (an id below 0 or past the last node) is found in
+    the gathers, before a mark is written past the bitmap, and raised as torch's index ops raise it."""
+    monkeypatch.setattr(bsp, "CLAIM_FROM", claim_from)
+    graph = power_law_graph()
+    graph.indices[graph.indptr[5]:graph.indptr[6]] = bad_id
+    sampler = build_sampler("bsp", graph, [1000], seed=1)
+    with pytest.raises(IndexError, match=rf"hold {bad_id} at CSC position {int(graph.indptr[5])}, which is no node id"):
+        sampler.sample(torch.tensor([5, 6]))
+    assert not sampler.marked.any()
