@@ -223,12 +223,16 @@ def local_timer(name, graph, fanouts, batches, device, seed, group, interpreted,
         sample(batches[:group])
 
     def timer(first, count):
+        nodes = edges = 0
         synchronize(device)
         start = time.perf_counter()
-        done = [b for i in range(first, first + count, group) for b in sample(batches[i: i + group])]
+        for i in range(first, first + count, group):  # each call's batches counted and let go, as a pipeline's stage
+            done = sample(batches[i: i + group])  # lets go of one once it is in a slot
+            nodes += sum(b.n_id.numel() for b in done)
+            edges += sum(sampled_edges(name, b, draws) for b in done)
+            del done
         synchronize(device)
-        return (time.perf_counter() - start, sum(b.n_id.numel() for b in done),
-                sum(sampled_edges(name, b, draws) for b in done))
+        return time.perf_counter() - start, nodes, edges
     timer.threads = getattr(sampler, "threads", torch.get_num_threads())  # the count its calls run at
     timer.split = getattr(sampler, "split", None)  # bsp's own threads: how much its workers ran
     return timer

@@ -8,20 +8,21 @@ so the cost is O(batch), not O(graph)) relabels the edges. Each edge's CSC posit
 
 The uniform draws are counter-based (samplers/bsp_compiled.py: one key a hop from the sampler's
 generator, then SplitMix64 elements by node and step). On the CPU a hop runs as compiled loops
-(`compiled_hop`: picks, then gathers, then relabelling, each pass in chunks on the sampler's
-threads); on CUDA, and wherever `COMPILED` is off, as vectorised torch ops over the nodes
-(`sample_positions`): the same batches bit for bit.
+(samplers/bsp_hop.py: the draws and the reads of their sources in one pass, the claim of the new
+nodes, the relabelling, each pass in chunks on the sampler's threads); on CUDA, and wherever
+`COMPILED` is off, as vectorised torch ops over the nodes (`sample_positions`): the same batches
+bit for bit.
 
-The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
-give the same ascending ids): few sampled neighbours against a large graph are sorted
-(`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids (one a thread on
-the CPU: samplers/bsp_threads.py), read back in order (O(num_nodes), but no sort: on the CPU's
-compiled hops `claim_marked`, which gives the new ids their local ids in the same pass; elsewhere
-`nonzero`). `CLAIM_FROM` and `BITMAP_FROM` are where the bitmap starts to win.
-Small batches on a large graph are bound by random reads and writes into the num_nodes-long map
-(kept int32 for it).
+There the new ones of a hop are found one of two ways, whichever is cheaper for the hop's size
+(both give the same ascending ids): few sampled neighbours against a large graph are sorted
+(`torch.unique`, O(E log E)); many are marked in a dense bitmap over the node ids and read back in
+order (`nonzero`: O(num_nodes), but no sort). `BITMAP_FROM` is where the bitmap starts to win (the
+compiled hops' own choice: bsp_hop.CLAIM_FROM). Small batches on a large graph are bound by random
+reads and writes into the num_nodes-long map (kept int32 for it).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -31,28 +32,16 @@ from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
-from conveyor.samplers.bsp_compiled import (
-    claim_marked,
-    draw_positions,
-    gather_sources,
-    hop_key,
-    node_ranges,
-    plan_offsets,
-    relabel_edges,
-    splitmix_bits,
-)
+from conveyor.samplers.bsp_compiled import hop_key, plan_offsets, relabel_edges, splitmix_bits
+from conveyor.samplers.bsp_hop import CompiledHops, draw_hop
 from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
-from conveyor.samplers.hop_buffers import HopBuffers, capacity
+from conveyor.samplers.hop_buffers import HopBuffers, batch_nodes, capacity
 from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
 # The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours (torch's ops):
 # measured on the products-shaped graph at scales 0.05 and 1.0, 1 and 2 threads (benchmarks/sampling.py).
 BITMAP_FROM = 10
-# The same for the compiled hops' marks and `claim_marked` (its scan 64 ids a word): the sort and
-# the bitmap even near num_nodes / 250 neighbours at 2.4 million nodes and / 110 at 20 million, one
-# thread; per_node batches 0.85x the time of BITMAP_FROM's 10 at scale 1.0 (A/B, interleaved).
-CLAIM_FROM = 100
 # The local ids reset by a fill of the whole map once a batch holds num_nodes / FILL_FROM nodes: a
 # sequential write of every id against a random one of each of the batch's, even near 1 / 40 of
 # the nodes (123 thousand and 2.4 million nodes, one thread).
@@ -164,23 +153,14 @@ def sample_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.G
     return pos, edges
 
 
-def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter,
-                       first: int = 0, buffers: HopBuffers | None = None):
+def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch.Generator, split: Splitter):
     """`sample_positions`' uniform draws on the CPU (samplers/bsp_compiled.py), nodes in chunks on
-    `split`'s threads: one key from `generator`, then counter-based draws; the owners + `first`.
-    `buffers`: per_node's, the draws written after the earlier hops' edges they hold, and the
-    (positions, edges) returned of all of them."""
-    start, deg = start.long().contiguous(), deg.long().contiguous()
-    offset = torch.empty_like(deg)
-    few, total = plan_offsets(deg.numpy(), fanout, offset.numpy())
-    if buffers is None:
-        lead, pos, edges = 0, torch.empty(total, dtype=torch.long), torch.empty(2, total, dtype=torch.long)
-    else:
-        lead = buffers.used
-        pos, edges = buffers.extend(total)
-    arrays = (start.numpy(), deg.numpy(), offset.numpy(), few, fanout, hop_key(generator), first)
-    own_pos, owner = pos[lead:].numpy().view(np.uint64), edges[1, lead:].numpy()
-    split.run(lambda lo, hi: draw_positions(lo, hi, *arrays, own_pos, owner), deg.numel(), per_item=fanout)
+    `split`'s threads: one key from `generator`, then counter-based draws: (positions, edges)."""
+    start, deg = start.long().contiguous().numpy(), deg.long().contiguous().numpy()
+    offset = np.empty_like(deg)
+    few, total = plan_offsets(deg, fanout, offset)
+    pos, edges = torch.empty(total, dtype=torch.long), torch.empty(2, total, dtype=torch.long)
+    draw_hop((start, deg, offset, few, total), fanout, generator, split, pos.numpy().view(np.uint64), edges[1].numpy())
     return pos, edges
 
 
@@ -253,18 +233,23 @@ class BSPSampler:
     def manual_seed(self, seed: int) -> None:
         self.generator.manual_seed(int(seed))
 
+    @functools.cached_property
+    def cpu_hops(self) -> CompiledHops:
+        """The compiled hops, on numpy views of this sampler's tensors made once a process."""
+        return CompiledHops(self.indptr, self.indices, self.local, self.marked, self.split)
+
+    def __getstate__(self):  # a copy makes its own views (numpy's would be pickled as copies of the graph)
+        return {k: v for k, v in self.__dict__.items() if k != "cpu_hops"}
+
     def neighbours(self, pos: Tensor) -> Tensor:
         """The source ids of the edges at `pos` (`indices`' dtype), chunk by chunk on the sampler's threads."""
         nbrs = torch.empty(pos.numel(), dtype=self.indices.dtype, device=self.device)
         self.split.run(lambda lo, hi: torch.index_select(self.indices, 0, pos[lo:hi], out=nbrs[lo:hi]), pos.numel())
         return nbrs
 
-    def new_nodes(self, nbrs: Tensor, known: Tensor, count: int, marked: bool = False) -> Tensor:
+    def new_nodes(self, nbrs: Tensor, known: Tensor, count: int) -> Tensor:
         """The ids among `nbrs` not yet in the batch (`known`), once each, ascending, int64, given
-        local ids from `count` on (`marked`: the bitmap holds `nbrs` already, `compiled_hop` set it)."""
-        if marked:  # one compiled pass over the bitmaps: the new ids, their local ids, the bitmaps reset
-            new = torch.empty(self.num_nodes, dtype=torch.long)
-            return new[:claim_marked(self.marked.numpy(), self.local.numpy(), count, new.numpy())]
+        local ids from `count` on (torch's ops: CUDA's, and the CPU's uncompiled hops)."""
         if nbrs.numel() * BITMAP_FROM < self.num_nodes:
             new = torch.unique(nbrs[self.local.index_select(0, nbrs) < 0]).long()
         else:
@@ -283,30 +268,6 @@ class BSPSampler:
             self.split.run(lambda lo, hi: relabel_edges(lo, hi, *arrays), nbrs.numel())
         else:
             out.copy_(self.local.index_select(0, nbrs))
-
-    def compiled_hop(self, nodes: Tensor, hop: int, first: int, buffers: HopBuffers | None = None):
-        """Hop `hop`'s uniform draws for `nodes` on the CPU (`compiled_positions`), then their
-        sources gathered in a pass over chunks of edges (bsp_compiled.gather_sources): (positions,
-        edges, sources, whether the bitmap marks the sources), edges' row 1 the owners' index into
-        n_id (`nodes` start at `first`). `buffers` (per_node): the hop's draws written after the
-        earlier hops' edges, never copied again."""
-        start, deg = torch.empty_like(nodes), torch.empty_like(nodes)
-        node_ranges(self.indptr.numpy(), nodes.numpy(), start.numpy(), deg.numpy())
-        lead = buffers.used if buffers else 0
-        pos, edges = compiled_positions(start, deg, self.fanouts[hop], self.generator, self.split, first, buffers)
-        own_pos = pos[lead:].numpy()
-        nbrs = torch.empty(own_pos.size, dtype=self.indices.dtype)
-        mark = own_pos.size * CLAIM_FROM >= self.num_nodes  # new_nodes' bitmap: marked in the same pass
-        sources, marks = (self.indices.numpy(), own_pos, nbrs.numpy()), self.marked.numpy()
-
-        def gather(lo: int, hi: int) -> None:
-            bad = gather_sources(lo, hi, *sources, marks[self.split.place()], mark, self.num_nodes)
-            if bad >= 0:  # as torch's index ops raise on the same graph
-                raise IndexError(f"the graph's indices hold {sources[0][own_pos[bad]]} at CSC position "
-                                 f"{own_pos[bad]}, which is no node id (0..{self.num_nodes - 1}): the graph is corrupt")
-        self.split.run(gather, own_pos.size)
-        self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
-        return pos, edges, nbrs, mark
 
     def hop_buffers(self, buffers: HopBuffers | None, positions: list, edges: list, seeds: int) -> HopBuffers:
         """per_node's buffers for a compiled hop: those the previous hop wrote into, or new ones
@@ -330,26 +291,32 @@ class BSPSampler:
 
     def _sample(self, seeds) -> SampledBatch:
         seeds = check_seeds(seeds, self.num_nodes).to(self.device)
-        n_id, count = seeds, seeds.numel()
+        count = seeds.numel()
+        # n_id's room, filled hop after hop (the compiled hops' claims write into it: no copy of the
+        # batch's nodes a hop); n_id a view of its front.
+        ids = torch.empty(batch_nodes(count, self.fanouts, self.num_nodes), dtype=torch.long, device=self.device)
+        n_id = ids[:count].copy_(seeds)
         self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
         counts, edges, positions, buffers = [count], [], [], None
         for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             if self.compiled[h]:
                 buffers = self.hop_buffers(buffers, positions, edges, seeds.numel()) if self.once else None
-                pos, hop, nbrs, marked = self.compiled_hop(n_id[first:], h, first, buffers)
+                pos, hop, count = self.cpu_hops.run(ids.numpy(), first, count, self.fanouts[h], self.generator,
+                                                    buffers)
             else:
                 pos, hop = self.draw(n_id[first:], h)
                 if first:
                     hop[1] += first
-                nbrs, marked = self.neighbours(pos), False
+                nbrs = self.neighbours(pos)
                 if self.once and edges:  # each node's one draw serves every later layer: hop h holds hops 1..h
                     pos, hop = torch.cat([positions[-1], pos]), torch.cat([edges[-1], hop], 1)
-            new = self.new_nodes(nbrs, n_id, count, marked)
-            count += new.numel()
-            n_id = torch.cat([n_id, new])
+                new = self.new_nodes(nbrs, n_id, count)
+                ids[count:count + new.numel()] = new
+                count += new.numel()
+                self.relabel(nbrs, hop[0, hop.size(1) - nbrs.numel():])  # the hop's own edges
+            n_id = ids[:count]
             counts.append(count)
-            self.relabel(nbrs, hop[0, hop.size(1) - nbrs.numel():])  # the hop's own edges
             edges.append(hop)
             positions.append(pos)
         self.split.settle()  # no worker still reads `local` for this batch

@@ -21,7 +21,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 import torch
+from llvmlite import ir
+from numba.core import cgutils, types
 from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 from torch import Tensor
 
 # Indices are cast to uint64 in the loops: with a signed index numba adds a wraparound fix (negative
@@ -30,6 +33,11 @@ U = np.uint64
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment and mixing constants
 MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 HASH_BLOCK = 512  # draws hashed at once by `stream_bits` (2 KB: they stay in L1 until Floyd's loop reads them)
+# Nodes between a node's draws, which ask for its sources' cache lines (`prefetch`), and the reads of
+# those sources in the same pass, by when the lines have come (LAG 4 to 32 alike at scale 0.05): the
+# draws' arithmetic runs while the reads' cache misses are out. A pass of draws and then one of reads
+# took 1.4-1.5x as long (the misses alone in theirs); reads right after each node's draws, twice.
+LAG = U(8)
 
 
 def hop_key(generator: torch.Generator) -> int:
@@ -67,14 +75,15 @@ def splitmix64(key, n):
 
 
 @numba.njit(nogil=True, cache=True)
-def node_ranges(indptr, nodes, start, deg):
-    """Each node's first CSC position into `start` and its degree into `deg` (one pass: torch's
-    two gathers and a subtraction were three, with a temporary)."""
+def plan_hop(indptr, nodes, fanout, start, deg, offset):
+    """A hop's plan in one call: each node's first CSC position into `start`, its degree into
+    `deg` (one pass: torch's two gathers and a subtraction were three, with a temporary), and
+    `plan_offsets`' slots into `offset`; returns `plan_offsets`'."""
     for i in range(U(nodes.size)):
         v = U(nodes[i])
         start[i] = indptr[v]
         deg[i] = indptr[v + U(1)] - indptr[v]
-    return 0
+    return plan_offsets(deg, fanout, offset)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -140,12 +149,28 @@ def stream_bits(key, first, bits):
         bits[k] = np.uint32(splitmix64(key, first + U(k)) >> U(32))
 
 
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Ask for the cache line of array[index] and go on (x86's prefetcht0: no wait, no fault)."""
+    def codegen(context, builder, sig, args):
+        items = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], items, [args[1]], wraparound=False)
+        byte_ptr, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        intrinsic_type = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        llvm_prefetch = cgutils.get_or_insert_function(builder.module, intrinsic_type, "llvm.prefetch.p0")
+        builder.call(llvm_prefetch, [builder.bitcast(ptr, byte_ptr), i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+    return types.void(array, index), codegen
+
+
 @numba.njit(nogil=True, cache=True)
-def draw_positions(lo, hi, start, deg, offset, few, fanout, key, first, pos, owner):
+def draw_positions(lo, hi, start, deg, offset, few, fanout, key, first, pos, owner, sources=None):
     """Nodes lo..hi-1 (`plan_offsets`' layout): each edge's CSC position into `pos` and its node's
     index + `first` into `owner`. The same values whoever runs it, and however often (module doc):
     the stream is hashed in blocks from the chunk's first drawing node on. `pos` is uint64 (an
-    int64 array's view): its picks compare with uint64 positions."""
+    int64 array's view): its picks compare with uint64 positions.
+    `sources` (`gather_sources`' arrays): each edge's source gathered too, LAG nodes after its draw
+    asked for the source's cache line. Returns -1, or the first edge whose source is no node id."""
     few, fanout, key = U(few), U(fanout), U(key)
     bits = np.empty(max(U(HASH_BLOCK), fanout), np.uint32)
     block = U(0)  # the stream's element in bits[0]
@@ -159,18 +184,31 @@ def draw_positions(lo, hi, start, deg, offset, few, fanout, key, first, pos, own
         drawn = node_picks(U(start[i]), d, o, fanout, bits, n - block, pos)
         for k in range(o, o + drawn):
             owner[k] = np.int64(i) + first
-    return 0
+        if sources is not None:
+            for k in range(o, o + drawn):
+                prefetch(sources[0], U(pos[k]))
+            if i >= U(lo) + LAG:
+                bad = gather_sources(i - LAG, deg, offset, fanout, pos, sources)
+                if bad >= 0:
+                    return bad
+    if sources is not None:
+        for i in range(max(U(lo) + LAG, U(hi)) - LAG, U(hi)):  # the last LAG nodes
+            bad = gather_sources(i, deg, offset, fanout, pos, sources)
+            if bad >= 0:
+                return bad
+    return np.int64(-1)
 
 
-@numba.njit(nogil=True, cache=True)
-def gather_sources(lo, hi, indices, pos, nbrs, marked, mark, num_nodes):
-    """Edges lo..hi-1: each one's source id (indices[pos]) into `nbrs`, and with `mark`,
-    marked[source] = True. Returns -1, or the first edge whose source is no node id (not below
-    `num_nodes`: a corrupt graph), before anything is written past the bitmap or read past the
-    local ids (numba checks no bounds). A pass of its own, not in `draw_positions`' loop: there the
-    reads' cache misses wait behind the draws (twice as slow on the products-shaped graph). A byte
-    an id: a bit (words kept in L1 at scale 0.05) made the batch 5% slower, at scale 1.0 too."""
-    for k in range(U(lo), U(hi)):
+@numba.njit(inline="always")
+def gather_sources(i, deg, offset, fanout, pos, sources):
+    """Node i's edges: each one's source id (indices[pos]) into `nbrs`, and with `mark`,
+    marked[source] = True; `sources` is (indices, nbrs, marked, mark, num_nodes). Returns -1, or the
+    first edge whose source is no node id (not below `num_nodes`: a corrupt graph), before anything
+    is written past the bitmap or read past the local ids (numba checks no bounds). A byte an id: a
+    bit (words kept in L1 at scale 0.05) made the batch 5% slower, at scale 1.0 too."""
+    indices, nbrs, marked, mark, num_nodes = sources
+    o = U(offset[i])
+    for k in range(o, o + min(U(deg[i]), fanout)):
         u = indices[U(pos[k])]
         if U(u) >= U(num_nodes):  # a negative id too, as a uint64
             return np.int64(k)
@@ -199,6 +237,25 @@ def claim_marked(marked, local, count, new):
     for first in range(0, whole, 64):
         c = claim_word(fresh_word(marks, local, first, 64), first, local, count, c, new)
     return claim_word(fresh_word(marks, local, whole, local.size - whole), whole, local, count, c, new)
+
+
+@numba.njit(nogil=True, cache=True)
+def claim_sorted(nbrs, local, count, new):
+    """`claim_marked` for a hop of few sources against many nodes (a scan of every id would cost
+    more): the ids among `nbrs` not yet in the batch (local < 0), once each, into `new`, ascending,
+    each given the next local id from `count`. Returns how many. An id is held at -2 in `local`
+    from its first sight until the sort is done: one compiled pass where torch's ops took six."""
+    c = 0
+    for k in range(U(nbrs.size)):
+        u = U(nbrs[k])
+        if local[u] == -1:
+            local[u] = -2
+            new[c] = u
+            c += 1
+    new[:c].sort()
+    for k in range(c):
+        local[U(new[k])] = count + k
+    return c
 
 
 @numba.njit(inline="always")

@@ -10,6 +10,7 @@ MAX_CAPACITY) moves what they hold into larger ones, the copy every hop made bef
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -27,6 +28,15 @@ def capacity(seeds: int, fanouts, num_nodes: int, num_edges: int) -> int:
     return max(1, min(bound, num_edges, MAX_CAPACITY))
 
 
+def batch_nodes(seeds: int, fanouts, num_nodes: int) -> int:
+    """At least as many nodes as a batch of `seeds` holds with these (capped) fanouts, drawn per_hop
+    or per_node: hop h's nodes draw at most the fanout each, each draw one new node at most."""
+    bound = seeds
+    for fanout in fanouts:
+        bound = min(bound * (1 + fanout), num_nodes)
+    return bound
+
+
 class HopBuffers:
     """Positions [capacity] and edges [2, capacity] (int64), filled hop after hop from the front."""
 
@@ -34,6 +44,7 @@ class HopBuffers:
         """`positions` and `edges`: what the earlier hops drew (a hop drawn elsewhere), copied in."""
         self.pos = torch.empty(size, dtype=torch.long)
         self.edges = torch.empty(2, size, dtype=torch.long)
+        self.arrays = self.pos.numpy().view(np.uint64), self.edges.numpy()  # the compiled loops' views
         self.used = 0
         if positions is not None:
             self.used = positions.numel()
@@ -50,6 +61,11 @@ class HopBuffers:
         if self.used + n > self.pos.numel():
             grown = HopBuffers(max(2 * self.pos.numel(), self.used + n), self.pos[:self.used],
                                self.edges[:, :self.used])
-            self.pos, self.edges = grown.pos, grown.edges
+            self.pos, self.edges, self.arrays = grown.pos, grown.edges, grown.arrays
         self.used += n
         return self.pos[:self.used], self.edges[:, :self.used]
+
+    def last(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """numpy views of the last n edges' positions (uint64) and edges [2, n]."""
+        pos, edges = self.arrays
+        return pos[self.used - n:self.used], edges[:, self.used - n:self.used]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy import stats
 
-from conveyor.samplers import bsp, bsp_threads, build_sampler
+from conveyor.samplers import bsp, bsp_hop, bsp_threads, build_sampler
 from conveyor.samplers.bsp import compiled_positions, sample_positions
 from conveyor.samplers.bsp_compiled import splitmix64, splitmix_bits
 from conveyor.samplers.bsp_threads import Splitter
@@ -69,24 +69,25 @@ def test_compiled_positions_do_not_depend_on_the_chunks(monkeypatch):
 
 
 def test_no_late_chunk_marks_the_bitmap_after_the_hop_has_read_it(monkeypatch):
-    """A worker late inside its gather chunk (it takes one, then sleeps 0.2 s: the caller does that
-    chunk too meanwhile) marks its sources after the caller is through: the hop waits for it before reading
-    the bitmap, so the batches are one thread's (a mark landing later would add a node to a later
-    hop or batch). The sleep only makes a missing wait show; the test passes on any machine."""
+    """A worker late inside its chunk of draws and gathers (it takes one, then sleeps 0.2 s: the
+    caller does that chunk too meanwhile) marks its sources after the caller is through: the hop
+    waits for it before reading the bitmap, so the batches are one thread's (a mark landing later
+    would add a node to a later hop or batch). The sleep only makes a missing wait show; the test
+    passes on any machine."""
     monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1024)
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
-    monkeypatch.setattr(bsp, "CLAIM_FROM", 10**9)  # every hop marks the bitmap
-    gather, entered = bsp.gather_sources, threading.Event()
+    monkeypatch.setattr(bsp_hop, "CLAIM_FROM", 10**9)  # every hop marks the bitmap
+    draw, entered = bsp_hop.draw_positions, threading.Event()
 
-    def late_gather(lo, hi, indices, pos, *arrays):
+    def late_draw(lo, hi, start, *arrays):
         if threading.current_thread().name.startswith("bsp"):
             entered.set()
             time.sleep(0.2)
-        elif lo == 0 and hi < pos.size:  # a split hop: the worker holds a chunk before the caller starts
+        elif lo == 0 and hi < start.size:  # a split hop: the worker holds a chunk before the caller starts
             entered.wait(5)
             entered.clear()
-        return gather(lo, hi, indices, pos, *arrays)
-    monkeypatch.setattr(bsp, "gather_sources", late_gather)
+        return draw(lo, hi, start, *arrays)
+    monkeypatch.setattr(bsp_hop, "draw_positions", late_draw)
     graph = power_law_graph(2000, 40000)
     one, two = (build_sampler("bsp", graph, [10, 5], seed=4, threads=t) for t in (1, 2))
     for seeds in (torch.arange(0, 2000, 2), torch.arange(1, 2000, 2), torch.arange(0, 2000, 3)):
@@ -118,7 +119,7 @@ def test_floyd_past_64_neighbours_takes_torchs_picks(monkeypatch):
 def test_a_neighbour_id_past_the_graph_is_an_index_error_before_any_write(claim_from, bad_id, monkeypatch):
     """numba checks no bounds: a corrupt `indices` (an id below 0 or past the last node) is found in
     the gathers, before a mark is written past the bitmap, and raised as torch's index ops raise it."""
-    monkeypatch.setattr(bsp, "CLAIM_FROM", claim_from)
+    monkeypatch.setattr(bsp_hop, "CLAIM_FROM", claim_from)
     graph = power_law_graph()
     graph.indices[graph.indptr[5]:graph.indptr[6]] = bad_id
     sampler = build_sampler("bsp", graph, [1000], seed=1)

@@ -7,7 +7,7 @@ from scipy import stats
 
 from conveyor.core import ConveyorError
 from conveyor.partition import Graph
-from conveyor.samplers import SamplerSpec, bsp, build_sampler
+from conveyor.samplers import SamplerSpec, bsp, bsp_hop, build_sampler
 from conveyor.samplers.checks import assert_valid_batch
 from tests.helpers import (
     BAD_SEEDS,
@@ -95,10 +95,14 @@ def test_a_pickled_sampler_goes_on_with_the_same_stream():
     graph = random_graph(300, 2000, seed=4)
     sampler = build_sampler("bsp", graph, [5, 3], seed=9)
     sampler.sample(torch.arange(20))
+    assert "cpu_hops" in sampler.__dict__  # the compiled hops' numpy views, made by the first batch
     copy = pickle.loads(pickle.dumps(sampler))
     ahead, copied = sampler.sample(torch.arange(30, 60)), copy.sample(torch.arange(30, 60))
     assert torch.equal(ahead.n_id, copied.n_id)
     assert all(torch.equal(a, b) for a, b in zip(ahead.edge_index_per_hop, copied.edge_index_per_hop))
+    # The copy's views are of its own tensors (numpy's pickled would be copies of the graph and maps).
+    assert copy.cpu_hops.local.ctypes.data == copy.local.data_ptr() != sampler.local.data_ptr()
+    assert copy.cpu_hops.indices.ctypes.data == copy.indices.data_ptr()
 
 
 def test_hops_draw_independently():
@@ -133,7 +137,7 @@ def test_compiled_hops_draw_the_batches_of_torchs_ops(name, fanouts, bitmap_from
     draws in torch's vectorised ops, CUDA's path (same seed, same picks, same order, same dtypes),
     batch after batch from one generator, whichever way a hop deduplicates its new nodes."""
     monkeypatch.setattr(bsp, "BITMAP_FROM", bitmap_from)
-    monkeypatch.setattr(bsp, "CLAIM_FROM", bitmap_from)
+    monkeypatch.setattr(bsp_hop, "CLAIM_FROM", bitmap_from)
     graph = SAME_AS_TORCH[name]()
     compiled = build_sampler("bsp", graph, fanouts, seed=5, draws=draws)
     monkeypatch.setattr(bsp, "COMPILED", False)

@@ -5,7 +5,7 @@ import torch
 
 from conveyor.samplers import bsp, build_sampler, hop_buffers
 from conveyor.samplers.checks import same_batch
-from conveyor.samplers.hop_buffers import HopBuffers, capacity
+from conveyor.samplers.hop_buffers import HopBuffers, batch_nodes, capacity
 from tests.helpers import power_law_graph
 
 FANOUTS = [[15, 10, 5], [4, -1], [0, 3, 3]]
@@ -67,3 +67,20 @@ def test_extend_returns_the_filled_front_and_keeps_it_when_it_grows():
     pos, edges = buffers.extend(3)  # past 4: moved into 8
     assert buffers.pos.numel() == 8 and pos.numel() == 7 and edges.shape == (2, 7)
     assert pos[:4].tolist() == [7, 8, 9, 10] and edges[:, :4].tolist() == [[1, 2, 5, 6], [3, 4, 7, 8]]
+
+
+@pytest.mark.parametrize("draws", ["per_node", "per_hop"])
+@pytest.mark.parametrize("fanouts", FANOUTS)
+def test_n_ids_room_holds_every_batch(fanouts, draws):
+    """`batch_nodes` is at least a batch's nodes, per_node or per_hop, up to the whole graph: the
+    compiled claims write a hop's new nodes into that room (numba checks no bounds), and n_id is
+    a view of its front."""
+    graph = power_law_graph()
+    capped = bsp.drawn_fanouts(fanouts, int((graph.indptr[1:] - graph.indptr[:-1]).max()), False)[0]
+    sampler = build_sampler("bsp", graph, fanouts, seed=3, draws=draws)
+    g = torch.Generator().manual_seed(5)
+    for n in (1, 5, 60, 400, graph.num_nodes):
+        batch = sampler.sample(torch.randperm(graph.num_nodes, generator=g)[:n])
+        bound = batch_nodes(n, capped, graph.num_nodes)
+        assert batch.n_id.numel() <= bound <= graph.num_nodes
+        assert batch.n_id.untyped_storage().nbytes() == 8 * bound
