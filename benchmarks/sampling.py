@@ -18,11 +18,14 @@ each time every sampler of a configuration once, one after another, so that a ch
 machine's load touches them all; a row is the median round, with the range. Reported: ms per
 batch, sampled edges per second, and the speedup over bsp measured in the same run (bsp ms /
 sampler ms), plus the mean nodes and edges per batch as a check that the samplers draw subgraphs
-of the same size. With --threads 1,2 every configuration runs at each torch thread count, the thread counts' rounds
-interleaved too (DGL's interpreter is started at each): the count is forced on every sampler, never conveyor's
-threads="auto" (which takes fewer on a busy machine), and each row records the thread count its
-sampler really ran at (the sampler's own, DGL's as its interpreter set it) and the 1-minute load
-average when it started (os.getloadavg), as the machine may be shared.
+of the same size. Each call's batches are counted and let go before the next call, as a run's
+sampler stage lets a batch go once it is in its slot (a round's ten held to its end made bsp 1.04x
+slower, every batch's buffers in fresh memory). With --threads 1,2 every configuration runs at
+each torch thread count, the thread counts' rounds interleaved too (DGL's interpreter is started at
+each): the count is forced on every sampler, never conveyor's threads="auto" (which takes fewer on
+a busy machine), and each row records the thread count its sampler really ran at (the sampler's
+own, DGL's as its interpreter set it) and the 1-minute load average when it started
+(os.getloadavg), as the machine may be shared.
 
 DGL cannot share conveyor's torch (its registry builds stop at torch 2.2): --dgl-python names an
 interpreter with dgl 2.1 and torch 2.2 (default: this one, whose `dgl` row then says why it could
@@ -37,10 +40,10 @@ PyG (which imports torch._dynamo, and triton with it): `--samplers bsp,dgl` runs
 --draws is sampler.draws for conveyor's samplers: per_node (the default, as a run's), each node
 drawing once, its batches' edges counted once (hop h of a per_node batch repeats hops 1..h, and the
 floor reads each hop's own draws); per_hop, every node again at each hop (bsp-previous's only form).
-bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's picks, gathers and relabelling
-on a small pool, torch's intra-op threads at 1, the caller alone while the machine leaves no spare core); a
-row's thread count is the one its sampler ran at, and a bsp row at more than one says how much its
-workers ran (`split_counts` in the JSON).
+bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's draws with their gathers, and
+of its relabelling, on a small pool, torch's intra-op threads at 1, the caller alone while the
+machine leaves no spare core); a row's thread count is the one its sampler ran at, and a bsp row at
+more than one says how much its workers ran (`split_counts` in the JSON).
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
