@@ -77,7 +77,7 @@ class CompiledHops:
         nodes = ids[first:count]
         start, deg, offset = (np.empty(nodes.size, np.int64) for _ in range(3))
         few, total = plan_hop(self.indptr, nodes, fanout, start, deg, offset)
-        buffers = buffers or HopBuffers(total)
+        buffers = HopBuffers(total) if buffers is None else buffers  # per_hop: a pair of its own
         pos, edges = buffers.extend(total)
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
