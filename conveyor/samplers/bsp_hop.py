@@ -2,7 +2,7 @@
 on numpy views of the sampler's tensors made once, so that a hop's Python between the passes stays
 small: the plan, the draws and the reads of their sources in one pass, the claim of the new nodes
 straight into the batch's n_id, and the relabelling of the edges. A tensor's `.numpy()` is four
-torch ops: bsp made 36 of them a batch, and 200 torch ops a batch in all at scale 0.05.
+torch ops: bsp made 36 of them a batch, and 201 torch ops a batch in all at scale 0.05 (now 55).
 
 The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
 give the same ascending ids): few sampled neighbours against a large graph are collected and sorted
@@ -29,7 +29,8 @@ from conveyor.samplers.hop_buffers import HopBuffers
 
 # The bitmap once a hop draws at least num_nodes / CLAIM_FROM edges (`claim_marked` scans 64 ids a
 # word): the sort and the bitmap even near num_nodes / 250 edges at 2.4 million nodes and / 110 at
-# 20 million, one thread; per_node batches 0.85x the time of 10 at scale 1.0 (A/B, interleaved).
+# 20 million, one thread; per_node batches 0.85x the time of bsp.BITMAP_FROM's 10 at scale 1.0 (A/B,
+# interleaved).
 CLAIM_FROM = 100
 
 
