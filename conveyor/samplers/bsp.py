@@ -28,15 +28,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from conveyor.core import ConveyorError
 from conveyor.core.cores import sampler_threads, torch_threads
 from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
-from conveyor.samplers.bsp_compiled import hop_key, plan_offsets, relabel_edges, splitmix_bits
+from conveyor.samplers.bsp_compiled import claim_seeds, hop_key, plan_offsets, relabel_edges, stream_draws
 from conveyor.samplers.bsp_hop import CompiledHops, draw_hop
 from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
 from conveyor.samplers.hop_buffers import HopBuffers, batch_nodes, capacity
-from conveyor.samplers.validation import cap_fanouts, check_fanouts, check_seeds
+from conveyor.samplers.validation import REPEATED_SEEDS, cap_fanouts, check_fanouts, check_seeds
 from conveyor.samplers.weights import edge_weights, weight_keys
 
 # The bitmap dedup once a hop samples at least num_nodes / BITMAP_FROM neighbours (torch's ops):
@@ -165,14 +166,14 @@ def compiled_positions(start: Tensor, deg: Tensor, fanout: int, generator: torch
 
 
 def floyd_positions(start: Tensor, deg: Tensor, fanout: int, key: int, out: Tensor, split: Splitter) -> None:
-    """out[m, fanout]: each node's Floyd picks as CSC positions, node n's step i from element
+    """out[m, fanout]: each node's Floyd picks as CSC positions, node n's step i from draw
     n * fanout + i of the hop's counter-based stream (bsp_compiled.py), the nodes cut into chunks on
     `split`'s threads (the same picks whichever chunk a node is in)."""
     steps = torch.arange(fanout, device=deg.device)[:, None]
 
     def chunk(lo: int, hi: int):
         counters = torch.arange(lo, hi, device=deg.device)[None, :] * fanout + steps
-        picks = floyd_offsets(splitmix_bits(key, counters), deg[lo:hi], fanout)
+        picks = floyd_offsets(stream_draws(key, counters), deg[lo:hi], fanout)
         torch.add(start[lo:hi, None], picks.t(), out=out[lo:hi])
     split.run(chunk, start.numel(), per_item=fanout)
 
@@ -290,41 +291,57 @@ class BSPSampler:
             return self._sample(seeds)
 
     def _sample(self, seeds) -> SampledBatch:
-        seeds = check_seeds(seeds, self.num_nodes).to(self.device)
-        count = seeds.numel()
-        # n_id's room, filled hop after hop (the compiled hops' claims write into it: no copy of the
-        # batch's nodes a hop); n_id a view of its front.
-        ids = torch.empty(batch_nodes(count, self.fanouts, self.num_nodes), dtype=torch.long, device=self.device)
-        n_id = ids[:count].copy_(seeds)
-        self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
+        ids, count = self.start_batch(seeds)
+        room = ids.numpy() if self.device.type == "cpu" else None  # the compiled hops' view, made once a batch
         counts, edges, positions, buffers = [count], [], [], None
         for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             if self.compiled[h]:
-                buffers = self.hop_buffers(buffers, positions, edges, seeds.numel()) if self.once else None
-                pos, hop, count = self.cpu_hops.run(ids.numpy(), first, count, self.fanouts[h], self.generator,
-                                                    buffers)
+                buffers = self.hop_buffers(buffers, positions, edges, counts[0]) if self.once else None
+                pos, hop, count = self.cpu_hops.run(room, first, count, self.fanouts[h], self.generator, buffers)
             else:
-                pos, hop = self.draw(n_id[first:], h)
-                if first:
-                    hop[1] += first
-                nbrs = self.neighbours(pos)
-                if self.once and edges:  # each node's one draw serves every later layer: hop h holds hops 1..h
-                    pos, hop = torch.cat([positions[-1], pos]), torch.cat([edges[-1], hop], 1)
-                new = self.new_nodes(nbrs, n_id, count)
-                ids[count:count + new.numel()] = new
-                count += new.numel()
-                self.relabel(nbrs, hop[0, hop.size(1) - nbrs.numel():])  # the hop's own edges
-            n_id = ids[:count]
+                pos, hop, count = self.torch_hop(ids, first, count, h, positions, edges)
             counts.append(count)
             edges.append(hop)
             positions.append(pos)
         self.split.settle()  # no worker still reads `local` for this batch
+        n_id = ids[:count]
         if n_id.numel() * FILL_FROM < self.num_nodes:
             self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
         else:
             self.local.fill_(-1)  # a sequential pass: cheaper than as many random writes
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
+
+    def start_batch(self, seeds) -> tuple[Tensor, int]:
+        """n_id's room, filled hop after hop (the compiled hops' claims write into it: no copy of the
+        batch's nodes a hop; n_id is a view of its front), with the checked seeds in front, given
+        local ids 0, 1, ...; and how many seeds."""
+        compiled = COMPILED and self.device.type == "cpu"
+        seeds = check_seeds(seeds, self.num_nodes, unique=not compiled).to(self.device)
+        count = seeds.numel()
+        ids = torch.empty(batch_nodes(count, self.fanouts, self.num_nodes), dtype=torch.long, device=self.device)
+        if not compiled:
+            ids[:count] = seeds
+            self.local.index_copy_(0, seeds, torch.arange(count, dtype=torch.int32, device=self.device))
+        elif claim_seeds(seeds.numpy(), self.cpu_hops.local, ids.numpy()) >= 0:
+            raise ConveyorError(REPEATED_SEEDS)
+        return ids, count
+
+    def torch_hop(self, ids: Tensor, first: int, count: int, h: int, positions: list, edges: list):
+        """Hop h of the batch's nodes ids[:count] (from `first` on) in torch's ops (CUDA's, and the
+        CPU's uncompiled hops), its new nodes written into ids[count:]: (positions, edges, the
+        batch's nodes after the hop)."""
+        n_id = ids[:count]
+        pos, hop = self.draw(n_id[first:], h)
+        if first:
+            hop[1] += first
+        nbrs = self.neighbours(pos)
+        if self.once and edges:  # each node's one draw serves every later layer: hop h holds hops 1..h
+            pos, hop = torch.cat([positions[-1], pos]), torch.cat([edges[-1], hop], 1)
+        new = self.new_nodes(nbrs, n_id, count)
+        ids[count:count + new.numel()] = new
+        self.relabel(nbrs, hop[0, hop.size(1) - nbrs.numel():])  # the hop's own edges
+        return pos, hop, count + new.numel()
 
     def sample_many(self, seed_list):
         with torch_threads(self.torch_threads):

@@ -4,13 +4,15 @@ step (Floyd's collision checks alone were fanout**2 / 2 passes a hop).
 
 The draws are counter-based: a hop takes one key from the sampler's torch generator (`hop_key`:
 `manual_seed` and the order of calls decide everything, as before), and step i of the n-th node
-that draws (in the hop's order of the nodes with deg > fanout) uses element n * fanout + i of the
-SplitMix64 stream seeded with that key (Steele, Lea and Flood 2014; `java.util.SplittableRandom`'s
-generator). A pick depends on its node's place in the hop and on the key alone: any chunk of nodes
-can be drawn on any thread, in any order, or twice, with the same picks. Floyd's step i draws t
-uniformly from [0, j] (j = deg - fanout + i) as the high 32 bits of (32 random bits) * (j + 1)
-(Lemire's multiply-shift, the fused kernel's `umulhi`: a bias of at most (j + 1) / 2**32), and
-takes j itself if an earlier step took t.
+that draws (in the hop's order of the nodes with deg > fanout) uses draw m = n * fanout + i of the
+hop's stream: the high 32 bits of element m // 2 of the SplitMix64 stream seeded with that key for
+even m, its low 32 bits for odd m (Steele, Lea and Flood 2014; `java.util.SplittableRandom`'s
+generator, whose 64 output bits are all of full quality: one hash makes two draws, the hashing's
+time halved, the fused pass 5-8% faster). A pick depends on its node's place in the hop and on the
+key alone: any chunk of nodes can be drawn on any thread, in any order, or twice, with the same
+picks. Floyd's step i draws t uniformly from [0, j] (j = deg - fanout + i) as the high 32 bits
+of (32 random bits) * (j + 1) (Lemire's multiply-shift, the fused kernel's `umulhi`: a bias of at
+most (j + 1) / 2**32), and takes j itself if an earlier step took t.
 
 Each function compiles on its first call for its argument types, and numba caches the machine
 code beside this file (`cache=True`): later processes load it in milliseconds. `nogil=True`: the
@@ -45,14 +47,26 @@ def hop_key(generator: torch.Generator) -> int:
     return int(torch.randint(1 << 62, (), generator=generator, device=generator.device))
 
 
+def stream_draws(key: int, m: Tensor) -> Tensor:
+    """Draws `m` (int64 counters) of a hop's stream (module doc), as int64 in [0, 2**32): the draws
+    the compiled loops make, for the torch path (CUDA's, and the CPU's reference)."""
+    z = splitmix_words(key, m >> 1)
+    return torch.where(m & 1 == 0, logical_shift(z, 32), z & 0xFFFFFFFF)
+
+
 def splitmix_bits(key: int, n: Tensor) -> Tensor:
-    """The high 32 bits of `splitmix64(key, n)` for each of the int64 counters `n`, in torch's int64
-    ops (they wrap as uint64's do; a right shift is arithmetic, so the sign bits are masked off):
-    the stream the compiled loops draw, for the torch path (CUDA's, and the CPU's reference)."""
+    """The high 32 bits of `splitmix64(key, n)` for each of the int64 counters `n`."""
+    return logical_shift(splitmix_words(key, n), 32)
+
+
+def splitmix_words(key: int, n: Tensor) -> Tensor:
+    """`splitmix64(key, n)` for each of the int64 counters `n`, as the int64 of the same bits, in
+    torch's int64 ops (they wrap as uint64's do; a right shift is arithmetic, so the sign bits are
+    masked off)."""
     z = n.add(1).mul_(signed(GOLDEN)).add_(key)
     z = z.bitwise_xor_(logical_shift(z, 30)).mul_(signed(MIX1))
     z = z.bitwise_xor_(logical_shift(z, 27)).mul_(signed(MIX2))
-    return logical_shift(z.bitwise_xor_(logical_shift(z, 31)), 32)
+    return z.bitwise_xor_(logical_shift(z, 31))
 
 
 def signed(value: np.uint64) -> int:
@@ -72,6 +86,22 @@ def splitmix64(key, n):
     z = (z ^ (z >> np.uint64(30))) * MIX1
     z = (z ^ (z >> np.uint64(27))) * MIX2
     return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(nogil=True, cache=True)
+def claim_seeds(seeds, local, ids):
+    """A batch's seeds into ids[:n], given local ids 0, 1, ... in `local`; returns -1, or (a seed
+    repeated) the index of its second copy, `local` as it was. One pass where torch's copy, index
+    copy and the check's `unique` (a sort) took 3% of a batch (scale 0.05)."""
+    for i in range(U(seeds.size)):
+        u = U(seeds[i])
+        if local[u] >= 0:
+            for k in range(i):
+                local[U(seeds[k])] = -1
+            return np.int64(i)
+        local[u] = i
+        ids[i] = u
+    return np.int64(-1)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -109,7 +139,7 @@ def plan_offsets(deg, fanout, offset):
 @numba.njit(inline="always")
 def node_picks(s, d, o, fanout, bits, b, pos):
     """Node (start s, degree d, first slot o)'s CSC positions into pos[o:]; returns how many.
-    Every argument but `bits` and `pos` is a uint64; the stream's element for the node's step is
+    Every argument but `bits` and `pos` is a uint64; the stream's draw for the node's step is
     bits[b + step] (`stream_bits`). `seen` holds bit (t mod 64) of each offset t taken so far: a
     draw whose bit is clear is new, with no look at the earlier picks; one whose bit is set was
     taken before if the degree is at most 64 (the bits are exact), and otherwise only if an earlier
@@ -141,12 +171,15 @@ def taken(pos, o, steps, p):
 
 @numba.njit(inline="always")
 def stream_bits(key, first, bits):
-    """bits[k]: the high 32 bits of element first + k of the hop's stream, for a block of the
-    hop's draws at once: a loop of no branch, which the compiler vectorises (8 draws an
-    instruction with AVX-512); hashed one by one inside Floyd's loop, the pass took 15% longer
+    """bits[k]: draw first + k of the hop's stream (module doc; `first` and bits.size even), for a
+    block of the hop's draws at once: a loop of no branch, which the compiler vectorises (8 hashes
+    an instruction with AVX-512); hashed one by one inside Floyd's loop, the pass took 15% longer
     (scale 0.05, the pass alone) and a batch 5-9%."""
-    for k in range(bits.size):
-        bits[k] = np.uint32(splitmix64(key, first + U(k)) >> U(32))
+    element = first >> U(1)
+    for k in range(bits.size >> 1):
+        z = splitmix64(key, element + U(k))
+        bits[2 * k] = np.uint32(z >> U(32))
+        bits[2 * k + 1] = np.uint32(z & U(0xFFFFFFFF))
 
 
 @intrinsic
@@ -172,14 +205,14 @@ def draw_positions(lo, hi, start, deg, offset, few, fanout, key, first, pos, own
     `sources` (`gather_sources`' arrays): each edge's source gathered too, LAG nodes after its draw
     asked for the source's cache line. Returns -1, or the first edge whose source is no node id."""
     few, fanout, key = U(few), U(fanout), U(key)
-    bits = np.empty(max(U(HASH_BLOCK), fanout), np.uint32)
-    block = U(0)  # the stream's element in bits[0]
-    filled = U(0)  # elements in bits: none yet
+    bits = np.empty(max(U(HASH_BLOCK), (fanout + U(2)) & ~U(1)), np.uint32)  # even, > fanout
+    block = U(0)  # the stream's draw in bits[0] (even: the high half of an element)
+    filled = U(0)  # draws in bits: none yet
     for i in range(U(lo), U(hi)):
         o, d = U(offset[i]), U(deg[i])
-        n = o - few  # the node's rank among the drawing ones, times fanout (its first element)
+        n = o - few  # the node's rank among the drawing ones, times fanout (its first draw)
         if d > fanout and n + fanout > block + filled:
-            block, filled = n, U(bits.size)
+            block, filled = n & ~U(1), U(bits.size)
             stream_bits(key, block, bits)
         drawn = node_picks(U(start[i]), d, o, fanout, bits, n - block, pos)
         for k in range(o, o + drawn):
@@ -279,6 +312,31 @@ def claim_word(word, first, local, count, c, new):
         c += 1
         word &= word - U(1)
     return c
+
+
+@numba.njit(nogil=True, cache=True)
+def hop_alone(plan, fanout, key, first, pos, sources, owners, indices, local, marked, ids, count, mark):
+    """A whole hop on the calling thread in one call (`bsp_hop.CompiledHops` at one thread), from
+    its plan (`plan_hop`'s (start, deg, offset, few, total)): the draws and their sources
+    (`draw_positions`, `mark`ing marked[0]), the new nodes' claim into ids[count:] (`claim_marked`
+    or `claim_sorted`) and the relabelling into `sources` (local ids; `owners` each edge's node's
+    index into ids). Returns (-1 or the first edge whose source is no node id, the batch's nodes
+    after the hop). No Python between the passes: the calls, closures and views between them were
+    15% of a batch's time (scale 0.05). Each row its own argument: a view of the rows of a
+    [2, E] array is no contiguous array to numba, and its loops then stride each access."""
+    start, deg, offset, few, total = plan
+    nbrs = np.empty(total, indices.dtype)
+    row = marked[0]
+    bad = draw_positions(0, deg.size, start, deg, offset, few, fanout, key, first, pos, owners,
+                         (indices, nbrs, row, mark, row.size))
+    if bad >= 0:
+        return bad, count
+    if mark:
+        count += claim_marked(marked, local, count, ids[count:])
+    else:
+        count += claim_sorted(nbrs, local, count, ids[count:])
+    relabel_edges(0, total, local, nbrs, sources)
+    return np.int64(-1), count
 
 
 @numba.njit(nogil=True, cache=True)

@@ -20,6 +20,7 @@ from conveyor.samplers.bsp_compiled import (
     claim_marked,
     claim_sorted,
     draw_positions,
+    hop_alone,
     hop_key,
     plan_hop,
     relabel_edges,
@@ -52,11 +53,16 @@ def draw_hop(plan: tuple, fanout: int, generator: torch.Generator, split: Splitt
     def chunk(lo: int, hi: int) -> None:
         row = marked[split.place()]
         bad = draw_positions(lo, hi, *arrays, (indices, sources, row, mark, row.size))
-        if bad >= 0:  # as torch's index ops raise on the same graph
-            raise IndexError(f"the graph's indices hold {indices[pos[bad]]} at CSC position {pos[bad]}, which is "
-                             f"no node id (0..{row.size - 1}): the graph is corrupt")
+        if bad >= 0:
+            raise corrupt_graph(indices, pos, bad, row.size)
     split.run(chunk, deg.size, per_item=fanout)
     return sources
+
+
+def corrupt_graph(indices: np.ndarray, pos: np.ndarray, bad: int, num_nodes: int) -> IndexError:
+    """The error for edge `bad`, whose source is no node id (as torch's index ops raise on the same graph)."""
+    return IndexError(f"the graph's indices hold {indices[pos[bad]]} at CSC position {pos[bad]}, which is no "
+                      f"node id (0..{num_nodes - 1}): the graph is corrupt")
 
 
 class CompiledHops:
@@ -82,9 +88,15 @@ class CompiledHops:
         pos, edges = buffers.extend(total)
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
-        graph = (self.indices, self.marked, mark)
-        nbrs = draw_hop((start, deg, offset, few, total), fanout, generator, self.split, own_pos, own_edges[1],
-                        first, graph)
+        plan = (start, deg, offset, few, total)
+        if self.split.threads == 1:
+            bad, count = hop_alone(plan, fanout, hop_key(generator), first, own_pos, own_edges[0], own_edges[1],
+                                   self.indices, self.local, self.marked, ids, count, mark)
+            if bad >= 0:
+                raise corrupt_graph(self.indices, own_pos, bad, self.local.size)
+            return pos, edges, count
+        nbrs = draw_hop(plan, fanout, generator, self.split, own_pos, own_edges[1], first,
+                        (self.indices, self.marked, mark))
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         if mark:
             count += claim_marked(self.marked, self.local, count, ids[count:])

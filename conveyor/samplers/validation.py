@@ -11,6 +11,8 @@ from conveyor.core import ConveyorError
 from conveyor.core.fields import BEYOND_INT64, INT64_MAX
 
 ALL_NEIGHBOURS = -1  # a fanout of -1 takes every in-neighbour, as in PyG and DGL
+REPEATED_SEEDS = ("seeds must be unique node ids, but some appear more than once; deduplicate them (e.g. "
+                  "torch.unique) before sampling.")
 
 
 def check_fanouts(fanouts: Sequence[int], name: str = "sampler.fanouts") -> list[int]:
@@ -58,6 +60,5 @@ def check_seeds(seeds, num_nodes: int, unique: bool = True) -> Tensor:
         raise ConveyorError(f"seed node ids must lie in 0..{num_nodes - 1}, got ids from {lo} to "
                             f"{hi}; check that the seeds belong to this graph.")
     if unique and torch.unique(seeds).numel() != seeds.numel():
-        raise ConveyorError("seeds must be unique node ids, but some appear more than once; "
-                            "deduplicate them (e.g. torch.unique) before sampling.")
+        raise ConveyorError(REPEATED_SEEDS)
     return seeds

@@ -13,7 +13,7 @@ from scipy import stats
 
 from conveyor.samplers import bsp, bsp_hop, bsp_threads, build_sampler
 from conveyor.samplers.bsp import compiled_positions, sample_positions
-from conveyor.samplers.bsp_compiled import splitmix64, splitmix_bits
+from conveyor.samplers.bsp_compiled import splitmix64, splitmix_bits, stream_draws
 from conveyor.samplers.bsp_threads import Splitter
 from tests.helpers import power_law_graph
 
@@ -33,6 +33,12 @@ def test_splitmix64_is_the_published_stream_in_numba_and_in_torch():
     counters = torch.randint(0, 1 << 40, (1000,), generator=torch.Generator().manual_seed(0))
     key = (1 << 62) - 12345  # near the top: the sums wrap
     assert splitmix_bits(key, counters).tolist() == [int(stream(key, int(n))) >> 32 for n in counters]
+
+
+def test_a_hops_draws_are_both_halves_of_each_element():
+    """Draw 2e of a hop's stream is element e's high 32 bits, draw 2e + 1 its low 32 bits."""
+    assert stream_draws(1234567, torch.arange(10)).tolist() == [
+        half for x in PUBLISHED for half in (x >> 32, x & 0xFFFFFFFF)]
 
 
 @pytest.mark.parametrize("compiled", [True, False])

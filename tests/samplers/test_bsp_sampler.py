@@ -237,9 +237,17 @@ def test_bad_weight_attr(attributes, words):
 
 @pytest.mark.parametrize("seeds, words", BAD_SEEDS)
 def test_bad_seeds(seeds, words):
-    sampler = build_sampler("bsp", random_graph(), [5])
+    """Refused before any draw, and nothing of the refused call left behind (the compiled claim of
+    the seeds finds a repeat after it gave the first copies their local ids): the next call samples
+    what a fresh sampler does."""
+    graph = random_graph()
+    sampler = build_sampler("bsp", graph, [5, 5])
     with pytest.raises(ConveyorError, match=words):
         sampler.sample(seeds)
+    good = torch.tensor([2, 1, 7])
+    after, fresh = sampler.sample(good), build_sampler("bsp", graph, [5, 5]).sample(good)
+    assert torch.equal(after.n_id, fresh.n_id)
+    assert all(torch.equal(a, b) for a, b in zip(after.edge_index_per_hop, fresh.edge_index_per_hop))
 
 
 @pytest.mark.parametrize("weight_attr", [None, "w"])
