@@ -89,7 +89,7 @@ class CompiledHops:
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
         plan = (start, deg, offset, few, total)
-        if self.split.threads == 1:
+        if self.split.alone():
             bad, count = hop_alone(plan, fanout, hop_key(generator), first, own_pos, own_edges[0], own_edges[1],
                                    self.indices, self.local, self.marked, ids, count, mark)
             if bad >= 0:

@@ -93,6 +93,17 @@ class Splitter:
         its cache lines going back and forth between the cores)."""
         return getattr(self.places, "place", 0)
 
+    def alone(self) -> bool:
+        """Whether what comes next runs on the caller's thread alone: one thread, or a machine that
+        leaves no spare core (counted as one split done alone). bsp's compiled hop then runs as one
+        call (samplers/bsp_hop.py), with no Python between its passes."""
+        if self.threads == 1:
+            return True
+        if self.spare.enough():
+            return False
+        self.counts["alone"] += 1
+        return True
+
     def run(self, fn, n: int, per_item: int = 1) -> None:
         """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""
         chunks = min(self.threads * CHUNKS_PER_THREAD, n * per_item // MIN_CHUNK, n)

@@ -135,20 +135,29 @@ def test_a_sampler_on_one_thread_starts_no_pool():
 
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
     """With every core this process may use taken by a spinning process, SpareCores finds no room
-    for a second thread, and the splits run on the caller alone (counted as such)."""
+    for a second thread, and the splits run on the caller alone (counted as such); a bsp sampler
+    forced to 2 threads then runs each compiled hop as one call, and draws what 1 thread draws."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", 0.5)
+    graph, seeds = power_law_graph(2000, 40000), torch.arange(0, 2000, 7)
+    one, two = (build_sampler("bsp", graph, [15, 10], seed=5, threads=t) for t in (1, 2))
     spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
     spinners = [subprocess.Popen([sys.executable, "-c", spin, str(core)]) for core in usable_cores()]
     try:
         time.sleep(1.0)  # the spinners are spinning
         splitter = Splitter(2)
-        assert splitter.spare.enough()  # no reading yet: the threads as asked
+        assert splitter.spare.enough() and two.split.spare.enough()  # no reading yet: the threads as asked
         time.sleep(1.0)
         splitter.run(lambda lo, hi: time.sleep(0.01), 1 << 20)
         assert not splitter.spare.enough()
         assert splitter.counts["alone"] == 1 and splitter.counts["split"] == 0 and splitter.pool is None
+        assert splitter.alone() and splitter.counts["alone"] == 2
+        a, b = one.sample(seeds), two.sample(seeds)
+        assert two.split.counts["alone"] == 2 and two.split.counts["split"] == 0 and two.split.pool is None
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
+    assert torch.equal(a.n_id, b.n_id)
+    assert all(torch.equal(x, y) for x, y in zip(a.edge_index_per_hop + a.edge_pos_per_hop,
+                                                 b.edge_index_per_hop + b.edge_pos_per_hop, strict=True))
     assert os.cpu_count() and isinstance(SpareCores(2).enough(), bool)
