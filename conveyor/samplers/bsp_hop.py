@@ -33,6 +33,11 @@ from conveyor.samplers.hop_buffers import HopBuffers
 # 20 million, one thread; per_node batches 0.85x the time of bsp.BITMAP_FROM's 10 at scale 1.0 (A/B,
 # interleaved).
 CLAIM_FROM = 100
+# A hop of fewer edges runs on the caller alone, as one compiled call, whatever the sampler's threads:
+# its split's hand-offs and the Python between its passes cost what a second thread saves (per_node,
+# scale 0.05, 2 threads against 1, in one process: batch 1024 0.93x with the hops from 100K or 200K
+# edges split, 0.97x with every hop split, 1.0x with none; batch 4096 0.92x, 0.98x and 1.03x).
+SPLIT_FROM = 1 << 17
 
 
 def draw_hop(plan: tuple, fanout: int, generator: torch.Generator, split: Splitter, pos: np.ndarray,
@@ -89,7 +94,7 @@ class CompiledHops:
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
         plan = (start, deg, offset, few, total)
-        if self.split.alone():
+        if self.split.alone() or total < SPLIT_FROM:
             bad, count = hop_alone(plan, fanout, hop_key(generator), first, own_pos, own_edges[0], own_edges[1],
                                    self.indices, self.local, self.marked, ids, count, mark)
             if bad >= 0:

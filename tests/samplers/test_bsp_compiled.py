@@ -83,6 +83,7 @@ def test_no_late_chunk_marks_the_bitmap_after_the_hop_has_read_it(monkeypatch):
     monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1024)
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
     monkeypatch.setattr(bsp_hop, "CLAIM_FROM", 10**9)  # every hop marks the bitmap
+    monkeypatch.setattr(bsp_hop, "SPLIT_FROM", 0)  # and is split
     draw, entered = bsp_hop.draw_positions, threading.Event()
 
     def late_draw(lo, hi, start, *arrays):

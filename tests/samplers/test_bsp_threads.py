@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conveyor.core.cores import usable_cores
-from conveyor.samplers import bsp_threads, build_sampler
+from conveyor.samplers import bsp_hop, bsp_threads, build_sampler
 from conveyor.samplers.bsp_threads import SpareCores, Splitter
 from tests.helpers import REPO, power_law_graph, random_graph
 
@@ -23,6 +23,7 @@ from tests.helpers import REPO, power_law_graph, random_graph
 @pytest.mark.parametrize("weight_attr", [None, "w"])
 def test_threads_draw_the_batches_of_one_thread_bit_for_bit(threads, draws, weight_attr, monkeypatch):
     monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 16)  # small graphs' hops split into chunks too
+    monkeypatch.setattr(bsp_hop, "SPLIT_FROM", 0)
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # split however busy the machine is
     graph = power_law_graph(2000, 40000)
     graph.edge_attrs = {"w": torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(3))}
@@ -131,6 +132,21 @@ def test_a_sampler_on_one_thread_starts_no_pool():
     sampler = build_sampler("bsp", random_graph(300, 3000), [5, 5], threads=1)
     sampler.sample(torch.arange(100))
     assert sampler.split.pool is None and sampler.torch_threads == 1
+
+
+def test_a_hop_of_fewer_edges_than_split_from_runs_alone_at_any_thread_count(monkeypatch):
+    """Below bsp_hop.SPLIT_FROM edges a hop is one compiled call on the caller, though the machine
+    is idle and the chunks would be many; from it on, the same hop is split."""
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 16)
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
+    graph, seeds = power_law_graph(2000, 40000), torch.arange(0, 2000, 7)
+    two = build_sampler("bsp", graph, [15, 10], seed=5, threads=2)
+    edges = two.sample(seeds).edge_index_per_hop[-1].size(1)
+    assert 2 * 16 * 2 < edges < bsp_hop.SPLIT_FROM
+    assert two.split.counts["split"] == 0 and two.split.pool is None
+    monkeypatch.setattr(bsp_hop, "SPLIT_FROM", edges // 4)
+    two.sample(seeds)
+    assert two.split.counts["split"] > 0
 
 
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
