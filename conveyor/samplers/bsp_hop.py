@@ -12,6 +12,8 @@ sort. `CLAIM_FROM` is where the bitmap starts to win.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -94,18 +96,27 @@ class CompiledHops:
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
         plan = (start, deg, offset, few, total)
-        if self.split.alone() or total < SPLIT_FROM:
+        split = total >= SPLIT_FROM and self.split.worth_splitting(total)
+        began = time.perf_counter()
+        if split:
+            count = self.split_hop(plan, fanout, generator, first, own_pos, own_edges, ids, count, mark)
+        else:
             bad, count = hop_alone(plan, fanout, hop_key(generator), first, own_pos, own_edges[0], own_edges[1],
                                    self.indices, self.local, self.marked, ids, count, mark)
             if bad >= 0:
                 raise corrupt_graph(self.indices, own_pos, bad, self.local.size)
-            return pos, edges, count
-        nbrs = draw_hop(plan, fanout, generator, self.split, own_pos, own_edges[1], first,
-                        (self.indices, self.marked, mark))
+        if total >= SPLIT_FROM and self.split.threads > 1:
+            self.split.timed(total, split, time.perf_counter() - began)
+        return pos, edges, count
+
+    def split_hop(self, plan: tuple, fanout: int, generator: torch.Generator, first: int, pos: np.ndarray,
+                  edges: np.ndarray, ids: np.ndarray, count: int, mark: bool) -> int:
+        """`run`'s hop in passes split on the sampler's threads; returns the batch's nodes after it."""
+        nbrs = draw_hop(plan, fanout, generator, self.split, pos, edges[1], first, (self.indices, self.marked, mark))
         self.split.settle()  # every mark is in before the bitmap is read (a late chunk would add one after)
         if mark:
             count += claim_marked(self.marked, self.local, count, ids[count:])
         else:
             count += claim_sorted(nbrs, self.local, count, ids[count:])
-        self.split.run(lambda lo, hi: relabel_edges(lo, hi, self.local, nbrs, own_edges[0]), total)
-        return pos, edges, count
+        self.split.run(lambda lo, hi: relabel_edges(lo, hi, self.local, nbrs, edges[0]), plan[4])
+        return count

@@ -38,6 +38,13 @@ CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller 
 # worker had taken its second chunk just before the caller reached it), and 2 threads were no faster than 1.
 WAIT_SHARE = 0.5
 CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
+# Whether a hop is split is also learnt from the hops' times (`worth_splitting`): an idle-looking pair
+# of virtual cores may give a second thread nothing (a sibling of the same physical core, or a host's
+# other tenants: bsp's 2 threads were 0.89x the time of 1 in one half hour and 1.02-1.16x in the next,
+# at load 0.7). A size class's mean seconds an edge each way weighs each hop by COST_WEIGHT, and every
+# TRY_EVERY-th hop of the class goes the other way, so that an estimate never goes stale.
+COST_WEIGHT = 0.25
+TRY_EVERY = 8
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
 _kept = []  # whether keep_freed_memory has run in this process
@@ -74,13 +81,15 @@ class Splitter:
         self.pool = None  # started at the first split, so that a sampler stays picklable
         self.running = []  # an event per chunk a worker took, set when it is out of it
         # Splits the caller did alone as the machine was busy (`SpareCores`) and split ones; of these
-        # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late.
-        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0}
+        # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late;
+        # the hops asked whether to split (`worth_splitting`), and those split.
+        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0, "hops": 0, "hops split": 0}
         self.spare = SpareCores(threads)
+        self.costs = {}  # a hop size class (edges' bit length) -> [s an edge alone, s an edge split, hops]
         self.places = threading.local()  # each pool thread's place (1, 2, ...; the caller's is 0)
         self.new_places = itertools.count(1)  # (next() on it is atomic under the GIL)
 
-    def __getstate__(self):  # a copy starts afresh: no pool, no counts, its own places
+    def __getstate__(self):  # a copy starts afresh: no pool, no counts, no costs, its own places
         return {"threads": self.threads}
 
     def __setstate__(self, state):
@@ -103,6 +112,28 @@ class Splitter:
             return False
         self.counts["alone"] += 1
         return True
+
+    def worth_splitting(self, edges: int) -> bool:
+        """Whether a hop of `edges` is split: not while the machine leaves no spare core (`alone`);
+        else the way its size class's edges took less time (`timed`), every TRY_EVERY-th hop the
+        other way (each way is tried first: split, then alone)."""
+        self.counts["hops"] += 1
+        if self.alone():
+            return False
+        costs = self.costs.setdefault(edges.bit_length(), [None, None, 0])
+        costs[2] += 1
+        if costs[1] is None or costs[0] is None:
+            split = costs[1] is None
+        else:
+            split = (costs[1] <= costs[0]) != (costs[2] % TRY_EVERY == 0)
+        self.counts["hops split"] += split
+        return split
+
+    def timed(self, edges: int, split: bool, seconds: float) -> None:
+        """A hop of `edges` took `seconds`, split or not: its size class's cost that way updated."""
+        costs = self.costs.setdefault(edges.bit_length(), [None, None, 0])
+        cost = seconds / max(edges, 1)
+        costs[split] = cost if costs[split] is None else costs[split] + (cost - costs[split]) * COST_WEIGHT
 
     def run(self, fn, n: int, per_item: int = 1) -> None:
         """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""

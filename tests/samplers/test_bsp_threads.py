@@ -149,11 +149,30 @@ def test_a_hop_of_fewer_edges_than_split_from_runs_alone_at_any_thread_count(mon
     assert two.split.counts["split"] > 0
 
 
+def test_a_hop_goes_the_way_hops_of_its_size_took_less_time_an_edge(monkeypatch):
+    """Each way is tried first (split, then alone); then the cheaper one a hop, the other every
+    TRY_EVERY-th hop, so that a change (the host's other tenants leaving) is seen; a size class
+    (the edges' bit length) learns apart from the others."""
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # the machine counts as idle throughout
+    splitter, edges = Splitter(2), 300_000
+    assert splitter.worth_splitting(edges)
+    splitter.timed(edges, True, 0.010)
+    assert not splitter.worth_splitting(edges)
+    splitter.timed(edges, False, 0.005)
+    rounds = 4 * bsp_threads.TRY_EVERY
+    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == 4  # alone is cheaper
+    assert splitter.worth_splitting(4 * edges)  # a class of its own, untried: split first
+    for _ in range(8):  # splitting becomes 4x cheaper than alone: the mean follows within a few hops
+        splitter.timed(edges, True, 0.00125)
+    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == rounds - 4
+
+
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
     """With every core this process may use taken by a spinning process, SpareCores finds no room
     for a second thread, and the splits run on the caller alone (counted as such); a bsp sampler
     forced to 2 threads then runs each compiled hop as one call, and draws what 1 thread draws."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", 0.5)
+    monkeypatch.setattr(bsp_hop, "SPLIT_FROM", 0)  # every hop would be split on an idle machine
     graph, seeds = power_law_graph(2000, 40000), torch.arange(0, 2000, 7)
     one, two = (build_sampler("bsp", graph, [15, 10], seed=5, threads=t) for t in (1, 2))
     spin = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
