@@ -331,8 +331,8 @@ def hop_alone(plan, fanout, key, first, pos, sources, owners, indices, local, ma
                          (indices, nbrs, row, mark, row.size))
     if bad >= 0:
         return bad, count
-    if mark:
-        count += claim_marked(marked, local, count, ids[count:])
+    if mark:  # only row 0 was marked: the other threads' rows (clear) are not folded in
+        count += claim_marked(marked[:1], local, count, ids[count:])
     else:
         count += claim_sorted(nbrs, local, count, ids[count:])
     relabel_edges(0, total, local, nbrs, sources)

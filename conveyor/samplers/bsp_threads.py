@@ -42,9 +42,11 @@ CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat
 # of virtual cores may give a second thread nothing (a sibling of the same physical core, or a host's
 # other tenants: bsp's 2 threads were 0.89x the time of 1 in one half hour and 1.02-1.16x in the next,
 # at load 0.7). A size class's mean seconds an edge each way weighs each hop by COST_WEIGHT, and every
-# TRY_EVERY-th hop of the class goes the other way, so that an estimate never goes stale.
+# TRY_EVERY-th hop of the class goes the other way, so that an estimate never goes stale (every 8th:
+# 2 threads 1.04-1.06x the time of 1 at batch 1024, where a split hop took longer; a batch has two
+# or three hops a class, so 32 hops are a dozen batches).
 COST_WEIGHT = 0.25
-TRY_EVERY = 8
+TRY_EVERY = 32
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
 _kept = []  # whether keep_freed_memory has run in this process
