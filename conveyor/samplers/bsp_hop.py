@@ -1,8 +1,12 @@
 """`CompiledHops`: bsp's uniform hops on the CPU, each a few compiled passes (samplers/bsp_compiled.py)
-on numpy views of the sampler's tensors made once, so that a hop's Python between the passes stays
-small: the plan, the draws and the reads of their sources in one pass, the claim of the new nodes
-straight into the batch's n_id, and the relabelling of the edges. A tensor's `.numpy()` is four
-torch ops: bsp made 36 of them a batch, and 201 torch ops a batch in all at scale 0.05 (now 55).
+on numpy views of the sampler's tensors made once: the plan, the draws and the reads of their
+sources in one pass, the claim of the new nodes straight into the batch's n_id, and the relabelling
+of the edges. A hop the sampler runs on the caller alone (one thread; a busy machine; fewer than
+SPLIT_FROM edges; or a size whose hops took less time unsplit, `Splitter.worth_splitting`) is one
+compiled call after its plan (`hop_alone`): the calls, closures and views between the passes were
+15% of a batch's time at scale 0.05. A split hop runs its passes in chunks on the sampler's threads
+(`split_hop`). A tensor's `.numpy()` is four torch ops: bsp made 36 of them a batch, and 201 torch
+ops a batch in all at scale 0.05 (55 before a hop alone was one call).
 
 The new ones of a hop are found one of two ways, whichever is cheaper for the hop's size (both
 give the same ascending ids): few sampled neighbours against a large graph are collected and sorted
