@@ -50,6 +50,9 @@ CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat
 # or three hops a class, so 32 hops are a dozen batches).
 COST_WEIGHT = 0.25
 TRY_EVERY = 32
+# A split hop must be estimated this much cheaper an edge: where the two ways take about as long, the
+# estimates' noise alone had a fifth of the hops split, and 2 threads were 1.03-1.08x the time of 1.
+SPLIT_GAIN = 0.95
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
 _kept = []  # whether keep_freed_memory has run in this process
@@ -120,8 +123,8 @@ class Splitter:
 
     def worth_splitting(self, edges: int) -> bool:
         """Whether a hop of `edges` is split: not while the machine leaves no spare core (`alone`);
-        else the way its size class's edges took less time (`timed`), every TRY_EVERY-th hop the
-        other way (each way is tried first: split, then alone)."""
+        else the way its size class's edges took less time (`timed`; split only if SPLIT_GAIN times
+        alone's), every TRY_EVERY-th hop the other way (each way is tried first: split, then alone)."""
         self.counts["hops"] += 1
         if self.alone():
             return False
@@ -130,7 +133,7 @@ class Splitter:
         if costs[1] is None or costs[0] is None:
             split = costs[1] is None
         else:
-            split = (costs[1] <= costs[0]) != (costs[2] % TRY_EVERY == 0)
+            split = (costs[1] <= costs[0] * SPLIT_GAIN) != (costs[2] % TRY_EVERY == 0)
         self.counts["hops split"] += split
         return split
 

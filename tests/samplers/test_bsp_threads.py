@@ -150,9 +150,9 @@ def test_a_hop_of_fewer_edges_than_split_from_runs_alone_at_any_thread_count(mon
 
 
 def test_a_hop_goes_the_way_hops_of_its_size_took_less_time_an_edge(monkeypatch):
-    """Each way is tried first (split, then alone); then the cheaper one a hop, the other every
-    TRY_EVERY-th hop, so that a change (the host's other tenants leaving) is seen; a size class
-    (the edges' bit length) learns apart from the others."""
+    """Each way is tried first (split, then alone); then the cheaper one a hop (split only if
+    SPLIT_GAIN times alone's), the other every TRY_EVERY-th hop, so that a change (the host's other
+    tenants leaving) is seen; a size class (the edges' bit length) learns apart from the others."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # the machine counts as idle throughout
     splitter, edges = Splitter(2), 300_000
     assert splitter.worth_splitting(edges)
@@ -162,6 +162,9 @@ def test_a_hop_goes_the_way_hops_of_its_size_took_less_time_an_edge(monkeypatch)
     rounds = 4 * bsp_threads.TRY_EVERY
     assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == 4  # alone is cheaper
     assert splitter.worth_splitting(4 * edges)  # a class of its own, untried: split first
+    for _ in range(16):  # splitting becomes 2% cheaper than alone: not enough (SPLIT_GAIN)
+        splitter.timed(edges, True, 0.0049)
+    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == 4
     for _ in range(8):  # splitting becomes 4x cheaper than alone: the mean follows within a few hops
         splitter.timed(edges, True, 0.00125)
     assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == rounds - 4
