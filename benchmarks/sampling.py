@@ -42,9 +42,9 @@ drawing once, its batches' edges counted once (hop h of a per_node batch repeats
 floor reads each hop's own draws); per_hop, every node again at each hop (bsp-previous's only form).
 bsp's threads are its own (samplers/bsp_threads.py: chunks of a hop's draws with their gathers, and
 of its relabelling, on a small pool, torch's intra-op threads at 1, the caller alone while the
-machine leaves no spare core, a hop below bsp_hop.SPLIT_FROM edges, or one of a size that took less
-time unsplit); a row's thread count is the one its sampler ran at, and a bsp row at more than one
-says how often it split and how much its workers ran (`split_counts` in the JSON).
+machine leaves no spare core, a hop below bsp_hop.SPLIT_FROM edges, or a batch of a kind that took
+less time unsplit); a row's thread count is the one its sampler ran at, and a bsp row at more than
+one says how often it split and how much its workers ran (`split_counts` in the JSON).
 
 On CPU, fused runs under Triton's interpreter (TRITON_INTERPRET=1): its figures measure the
 interpreter, not the kernel, and it gets --interpreter-batches batches only. They are marked
@@ -413,15 +413,15 @@ def markdown(meta, rows) -> str:
 
 
 def workers_note(row) -> str:
-    """How much of a multi-threaded bsp row its workers did: the share of its hops large enough to
-    split (bsp_hop.SPLIT_FROM edges) that it split (the machine's spare cores let it, and splitting
-    took less time an edge: bsp_threads.Splitter.worth_splitting), and the share of those chunks the
-    workers ran."""
+    """How much of a multi-threaded bsp row its workers did: of its batches with a hop of
+    bsp_hop.SPLIT_FROM edges or more, the share that split such hops (the machine's spare cores let
+    them, and such batches took less time an edge split: bsp_threads.Splitter.worth_splitting), and
+    the share of those chunks the workers ran."""
     counts = row.get("split_counts")
     if not counts:
         return ""
     chunks = counts["caller"] + counts["workers"]
-    return (f" (split {counts['hops split'] / max(counts['hops'], 1):.0%} of its hops from {SPLIT_FROM:,} "
+    return (f" (split {counts['batches split']} of {counts['batches']} batches with a hop from {SPLIT_FROM:,} "
             f"edges, workers ran {counts['workers'] / max(chunks, 1):.0%} of chunks)")
 
 

@@ -23,6 +23,7 @@ reads and writes into the num_nodes-long map (kept int32 for it).
 from __future__ import annotations
 
 import functools
+import time
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ from conveyor.partition import Graph
 from conveyor.partition.graph import max_gap
 from conveyor.samplers.batch import SampledBatch
 from conveyor.samplers.bsp_compiled import claim_seeds, hop_key, plan_offsets, relabel_edges, stream_draws
-from conveyor.samplers.bsp_hop import CompiledHops, draw_hop
+from conveyor.samplers.bsp_hop import CompiledHops, draw_hop, splittable
 from conveyor.samplers.bsp_threads import Splitter, keep_freed_memory
 from conveyor.samplers.hop_buffers import HopBuffers, batch_nodes, capacity
 from conveyor.samplers.validation import REPEATED_SEEDS, cap_fanouts, check_fanouts, check_seeds
@@ -292,25 +293,39 @@ class BSPSampler:
 
     def _sample(self, seeds) -> SampledBatch:
         ids, count = self.start_batch(seeds)
+        split = self.split.threads > 1 and self.split.worth_splitting(count.bit_length())
+        began = time.perf_counter()
+        counts, edges, positions = self.hops(ids, count, split)
+        self.split.settle()  # no worker still reads `local` for this batch
+        sizes = [p.numel() for p in positions]
+        own = [b - a for a, b in zip([0] + sizes, sizes)] if self.once else sizes  # per_node's hold the earlier
+        if self.split.threads > 1 and splittable(max(own, default=0)):  # a batch that could split: it teaches
+            self.split.timed(split, time.perf_counter() - began, sizes[-1])
+        n_id = ids[:counts[-1]]
+        if n_id.numel() * FILL_FROM < self.num_nodes:
+            self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
+        else:
+            self.local.fill_(-1)  # a sequential pass: cheaper than as many random writes
+        return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
+
+    def hops(self, ids: Tensor, count: int, split: bool) -> tuple[list, list, list]:
+        """The batch's hops from its seeds ids[:count], each hop's new nodes written into ids after the
+        earlier ones': (the cumulative node counts, each hop's edges, each hop's positions). `split`:
+        the compiled hops of SPLIT_FROM edges or more split on the sampler's threads."""
         room = ids.numpy() if self.device.type == "cpu" else None  # the compiled hops' view, made once a batch
         counts, edges, positions, buffers = [count], [], [], None
         for h in range(len(self.fanouts)):  # every node of N_{h-1} samples again, independently (not once)
             first = counts[-2] if self.once and len(counts) > 1 else 0  # once: N_{h-1}'s new nodes only
             if self.compiled[h]:
                 buffers = self.hop_buffers(buffers, positions, edges, counts[0]) if self.once else None
-                pos, hop, count = self.cpu_hops.run(room, first, count, self.fanouts[h], self.generator, buffers)
+                pos, hop, count = self.cpu_hops.run(room, first, count, self.fanouts[h], self.generator, buffers,
+                                                    split)
             else:
                 pos, hop, count = self.torch_hop(ids, first, count, h, positions, edges)
             counts.append(count)
             edges.append(hop)
             positions.append(pos)
-        self.split.settle()  # no worker still reads `local` for this batch
-        n_id = ids[:count]
-        if n_id.numel() * FILL_FROM < self.num_nodes:
-            self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
-        else:
-            self.local.fill_(-1)  # a sequential pass: cheaper than as many random writes
-        return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
+        return counts, edges, positions
 
     def start_batch(self, seeds) -> tuple[Tensor, int]:
         """n_id's room, filled hop after hop (the compiled hops' claims write into it: no copy of the

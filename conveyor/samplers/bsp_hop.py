@@ -16,8 +16,6 @@ sort. `CLAIM_FROM` is where the bitmap starts to win.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -44,6 +42,11 @@ CLAIM_FROM = 100
 # scale 0.05, 2 threads against 1, in one process: batch 1024 0.93x with the hops from 100K or 200K
 # edges split, 0.97x with every hop split, 1.0x with none; batch 4096 0.92x, 0.98x and 1.03x).
 SPLIT_FROM = 1 << 17
+
+
+def splittable(edges: int) -> bool:
+    """Whether a hop of `edges` is split on the sampler's threads when its batch splits (`CompiledHops.run`)."""
+    return edges >= SPLIT_FROM
 
 
 def draw_hop(plan: tuple, fanout: int, generator: torch.Generator, split: Splitter, pos: np.ndarray,
@@ -86,12 +89,13 @@ class CompiledHops:
         self.split = split
 
     def run(self, ids: np.ndarray, first: int, count: int, fanout: int, generator: torch.Generator,
-            buffers: HopBuffers | None = None) -> tuple[Tensor, Tensor, int]:
+            buffers: HopBuffers | None = None, split: bool = False) -> tuple[Tensor, Tensor, int]:
         """The hop of nodes ids[first:count] (the batch holds ids[:count]), `fanout` draws each: its
         new nodes written into ids[count:], given their local ids; returns (positions, edges, the
         batch's nodes after the hop), edges' row 0 the local ids, row 1 the owners' index into ids.
         `buffers` (per_node): the hop's edges written after the earlier hops' they hold, and
-        (positions, edges) those of every hop in them."""
+        (positions, edges) those of every hop in them. `split`: the hop split on the sampler's
+        threads if it has SPLIT_FROM edges or more (`split_hop`)."""
         nodes = ids[first:count]
         start, deg, offset = (np.empty(nodes.size, np.int64) for _ in range(3))
         few, total = plan_hop(self.indptr, nodes, fanout, start, deg, offset)
@@ -100,17 +104,13 @@ class CompiledHops:
         own_pos, own_edges = buffers.last(total)
         mark = total * CLAIM_FROM >= self.local.size  # the bitmap's scan: cheaper than a sort for this many
         plan = (start, deg, offset, few, total)
-        split = total >= SPLIT_FROM and self.split.worth_splitting(total)
-        began = time.perf_counter()
-        if split:
+        if split and splittable(total):
             count = self.split_hop(plan, fanout, generator, first, own_pos, own_edges, ids, count, mark)
         else:
             bad, count = hop_alone(plan, fanout, hop_key(generator), first, own_pos, own_edges[0], own_edges[1],
                                    self.indices, self.local, self.marked, ids, count, mark)
             if bad >= 0:
                 raise corrupt_graph(self.indices, own_pos, bad, self.local.size)
-        if total >= SPLIT_FROM and self.split.threads > 1:
-            self.split.timed(total, split, time.perf_counter() - began)
         return pos, edges, count
 
     def split_hop(self, plan: tuple, fanout: int, generator: torch.Generator, first: int, pos: np.ndarray,
@@ -123,4 +123,5 @@ class CompiledHops:
         else:
             count += claim_sorted(nbrs, self.local, count, ids[count:])
         self.split.run(lambda lo, hi: relabel_edges(lo, hi, self.local, nbrs, edges[0]), plan[4])
+        self.split.settle()  # a worker still in a chunk the caller did again: its time is the hop's, not the next's
         return count

@@ -41,17 +41,19 @@ CHUNKS_PER_THREAD = 2  # a few chunks a thread: a late worker leaves the caller 
 # worker had taken its second chunk just before the caller reached it), and 2 threads were no faster than 1.
 WAIT_SHARE = 0.5
 CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat: no sleep, no window)
-# Whether a hop is split is also learnt from the hops' times (`worth_splitting`): an idle-looking pair
-# of virtual cores may give a second thread nothing (a sibling of the same physical core, or a host's
-# other tenants: bsp's 2 threads were 0.89x the time of 1 in one half hour and 1.02-1.16x in the next,
-# at load 0.7). A size class's mean seconds an edge each way weighs each hop by COST_WEIGHT, and every
-# TRY_EVERY-th hop of the class goes the other way, so that an estimate never goes stale (every 8th:
-# 2 threads 1.04-1.06x the time of 1 at batch 1024, where a split hop took longer; a batch has two
-# or three hops a class, so 32 hops are a dozen batches).
-COST_WEIGHT = 0.25
+# Whether a batch splits its large hops is also learnt from the batches' times (`worth_splitting`): an
+# idle-looking pair of virtual cores may give a second thread nothing (a sibling of the same physical
+# core, or a host's other tenants: bsp's 2 threads were 0.89x the time of 1 in one half hour and
+# 1.02-1.16x in the next, at load 0.7). A kind of batch's mean seconds an edge each way weighs each
+# batch by COST_WEIGHT, and every TRY_EVERY-th batch of the kind goes the other way, so that an
+# estimate never goes stale (every 8th: 2 threads 1.04-1.06x the time of 1 at batch 1024, where a
+# split took longer). Splitting must be estimated SPLIT_GAIN times alone's: where both take about as
+# long, noise alone had a fifth split, and 2 threads at 1.03-1.08x. Whole batches, not hops, are timed:
+# a split hop left the next passes the worker's writes to fetch from the other core, so hops timed
+# alone chose splits that made the batch 1.06x slower.
+COST_WEIGHT = 0.1
+TRY_WEIGHT = 0.5  # a batch that went the other way weighs this much: that way's estimate is seldom renewed
 TRY_EVERY = 32
-# A split hop must be estimated this much cheaper an edge: where the two ways take about as long, the
-# estimates' noise alone had a fifth of the hops split, and 2 threads were 1.03-1.08x the time of 1.
 SPLIT_GAIN = 0.95
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
@@ -90,10 +92,13 @@ class Splitter:
         self.running = []  # an event per chunk a worker took, set when it is out of it
         # Splits the caller did alone as the machine was busy (`SpareCores`) and split ones; of these
         # chunks, those the caller ran, the workers finished, and the caller ran again as a worker was late;
-        # the hops asked whether to split (`worth_splitting`), and those split.
-        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0, "hops": 0, "hops split": 0}
+        # the batches with a hop large enough to split (`timed`), and those split.
+        self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0, "batches": 0,
+                       "batches split": 0}
         self.spare = SpareCores(threads)
-        self.costs = {}  # a hop size class (edges' bit length) -> [s an edge alone, s an edge split, hops]
+        self.costs = {}  # a kind of batch -> [s an edge alone, s an edge split, batches]
+        self.deciding = None  # the kind whose batch `worth_splitting` last decided on (not a busy machine)
+        self.trying = False  # and whether that batch went the other way
         self.places = threading.local()  # each pool thread's place (1, 2, ...; the caller's is 0)
         self.new_places = itertools.count(1)  # (next() on it is atomic under the GIL)
 
@@ -121,27 +126,33 @@ class Splitter:
         self.counts["alone"] += 1
         return True
 
-    def worth_splitting(self, edges: int) -> bool:
-        """Whether a hop of `edges` is split: not while the machine leaves no spare core (`alone`);
-        else the way its size class's edges took less time (`timed`; split only if SPLIT_GAIN times
-        alone's), every TRY_EVERY-th hop the other way (each way is tried first: split, then alone)."""
-        self.counts["hops"] += 1
+    def worth_splitting(self, kind) -> bool:
+        """Whether the next batch of its `kind` splits: not while the machine leaves no spare core
+        (`alone`); else the way that kind's batches took less time an edge (`timed`; split only if
+        SPLIT_GAIN times alone's), every TRY_EVERY-th batch the other way (each way is tried first:
+        split, then alone)."""
+        self.deciding = None
         if self.alone():
             return False
-        costs = self.costs.setdefault(edges.bit_length(), [None, None, 0])
+        self.deciding = kind
+        costs = self.costs.setdefault(kind, [None, None, 0])
         costs[2] += 1
+        self.trying = costs[1] is None or costs[0] is None or costs[2] % TRY_EVERY == 0
         if costs[1] is None or costs[0] is None:
-            split = costs[1] is None
-        else:
-            split = (costs[1] <= costs[0] * SPLIT_GAIN) != (costs[2] % TRY_EVERY == 0)
-        self.counts["hops split"] += split
-        return split
+            return costs[1] is None
+        return (costs[1] <= costs[0] * SPLIT_GAIN) != self.trying
 
-    def timed(self, edges: int, split: bool, seconds: float) -> None:
-        """A hop of `edges` took `seconds`, split or not: its size class's cost that way updated."""
-        costs = self.costs.setdefault(edges.bit_length(), [None, None, 0])
+    def timed(self, split: bool, seconds: float, edges: int) -> None:
+        """The batch `worth_splitting` decided on took `seconds` for `edges`, split or not: its kind's
+        cost that way updated (nothing learnt from a batch a busy machine kept alone)."""
+        self.counts["batches"] += 1
+        self.counts["batches split"] += split
+        if self.deciding is None:
+            return
+        costs = self.costs[self.deciding]
         cost = seconds / max(edges, 1)
-        costs[split] = cost if costs[split] is None else costs[split] + (cost - costs[split]) * COST_WEIGHT
+        weight = TRY_WEIGHT if self.trying else COST_WEIGHT
+        costs[split] = cost if costs[split] is None else costs[split] + (cost - costs[split]) * weight
 
     def run(self, fn, n: int, per_item: int = 1) -> None:
         """`per_item`: edges an item of range(n) stands for (the chunks are at least MIN_CHUNK edges)."""

@@ -45,10 +45,10 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
             assert dgl["available"] and dgl["edges_per_batch"] > 0
     table = out.with_suffix(".md").read_text()
     assert "| 2 |" in table and "bsp-previous" in table and report["meta"]["command"] in table
-    # A 2-thread bsp row says how many of its hops it split (here none is large enough to).
+    # A 2-thread bsp row says how many of its batches split (here no hop is large enough to).
     two = [r for r in rows if r["sampler"] == "bsp" and r["threads"] == 2]
-    assert all(r["split_counts"]["hops split"] == 0 for r in two)
-    assert "bsp (split 0% of its hops from 131,072 edges, workers ran 0% of chunks)" in table
+    assert all(r["split_counts"]["split"] == 0 == r["split_counts"]["batches"] for r in two)
+    assert "bsp (split 0 of 0 batches with a hop from 131,072 edges, workers ran 0% of chunks)" in table
     assert ("`dgl` skipped: DGL's interpreter ended" in table) == (importlib.util.find_spec("dgl") is None)
 
 

@@ -149,31 +149,33 @@ def test_a_hop_of_fewer_edges_than_split_from_runs_alone_at_any_thread_count(mon
     assert two.split.counts["split"] > 0
 
 
-def test_a_hop_goes_the_way_hops_of_its_size_took_less_time_an_edge(monkeypatch):
-    """Each way is tried first (split, then alone); then the cheaper one a hop (split only if
-    SPLIT_GAIN times alone's), the other every TRY_EVERY-th hop, so that a change (the host's other
-    tenants leaving) is seen; a size class (the edges' bit length) learns apart from the others."""
+def test_a_batch_goes_the_way_batches_of_its_kind_took_less_time_an_edge(monkeypatch):
+    """Each way is tried first (split, then alone); then the cheaper one a batch (split only if
+    SPLIT_GAIN times alone's), the other every TRY_EVERY-th batch, so that a change (the host's other
+    tenants leaving) is seen; a kind of batch (bsp: its seeds' bit length) learns apart from others."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # the machine counts as idle throughout
-    splitter, edges = Splitter(2), 300_000
-    assert splitter.worth_splitting(edges)
-    splitter.timed(edges, True, 0.010)
-    assert not splitter.worth_splitting(edges)
-    splitter.timed(edges, False, 0.005)
+    splitter, kind, edges = Splitter(2), 11, 300_000
+
+    def decide(seconds_if_split: float, seconds_alone: float) -> bool:
+        split = splitter.worth_splitting(kind)
+        splitter.timed(split, seconds_if_split if split else seconds_alone, edges)
+        return split
+    assert decide(0.010, 0.005) and not decide(0.010, 0.005)  # tried: split, then alone
     rounds = 4 * bsp_threads.TRY_EVERY
-    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == 4  # alone is cheaper
-    assert splitter.worth_splitting(4 * edges)  # a class of its own, untried: split first
-    for _ in range(16):  # splitting becomes 2% cheaper than alone: not enough (SPLIT_GAIN)
-        splitter.timed(edges, True, 0.0049)
-    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == 4
-    for _ in range(8):  # splitting becomes 4x cheaper than alone: the mean follows within a few hops
-        splitter.timed(edges, True, 0.00125)
-    assert sum(splitter.worth_splitting(edges) for _ in range(rounds)) == rounds - 4
+    assert sum(decide(0.010, 0.005) for _ in range(rounds)) == 4  # alone is cheaper
+    assert splitter.worth_splitting(13)  # a kind of its own, untried: split first
+    assert sum(decide(0.0049, 0.005) for _ in range(rounds)) == 4  # split 2% cheaper: not enough
+    # 4x cheaper: followed from the next batch that tries it (a try weighs TRY_WEIGHT) on.
+    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) >= rounds - bsp_threads.TRY_EVERY - 4
+    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) == rounds - 4
+    assert splitter.counts["batches"] == 2 + 4 * rounds + 1 - 1  # the untried kind's batch was never timed
 
 
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
     """With every core this process may use taken by a spinning process, SpareCores finds no room
     for a second thread, and the splits run on the caller alone (counted as such); a bsp sampler
-    forced to 2 threads then runs each compiled hop as one call, and draws what 1 thread draws."""
+    forced to 2 threads then runs each compiled hop of its batch as one call, and draws what 1
+    thread draws."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", 0.5)
     monkeypatch.setattr(bsp_hop, "SPLIT_FROM", 0)  # every hop would be split on an idle machine
     graph, seeds = power_law_graph(2000, 40000), torch.arange(0, 2000, 7)
@@ -190,7 +192,8 @@ def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch)
         assert splitter.counts["alone"] == 1 and splitter.counts["split"] == 0 and splitter.pool is None
         assert splitter.alone() and splitter.counts["alone"] == 2
         a, b = one.sample(seeds), two.sample(seeds)
-        assert two.split.counts["alone"] == 2 and two.split.counts["split"] == 0 and two.split.pool is None
+        assert two.split.counts["alone"] == 1 and two.split.counts["split"] == 0 and two.split.pool is None
+        assert two.split.counts["batches"] == 1 and two.split.counts["batches split"] == 0
     finally:
         for spinner in spinners:
             spinner.kill()
