@@ -275,7 +275,8 @@ def measure(names, graph, fanouts, batches, device, args, dgls, work, interprete
         seconds = sorted(r[0] for r in rounds)
         nodes, edges = (sum(r[i] for r in rounds) / len(rounds) for i in (1, 2))  # a round's mean
         median = statistics.median(seconds)
-        row.update(rounds=len(rounds), ms_per_batch=1000 * median / row["batches"],
+        row.update(rounds=len(rounds), round_ms=[1000 * r[0] / row["batches"] for r in rounds],
+                   ms_per_batch=1000 * median / row["batches"],
                    ms_range=[1000 * seconds[0] / row["batches"], 1000 * seconds[-1] / row["batches"]],
                    edges_per_s=edges / median, nodes_per_batch=nodes / row["batches"],
                    edges_per_batch=edges / row["batches"])
@@ -407,6 +408,10 @@ def markdown(meta, rows) -> str:
                          f"{r['edges_per_s']:.3g} | {ratio} | "
                          f"{r['nodes_per_batch']:.0f} | {r['edges_per_batch']:.0f} | "
                          f"{r['edges_vs_bsp'] if 'edges_vs_bsp' in r else float('nan'):.0%} |")
+    lines += [""] + [f"- {r['threads']} thread(s), batch {r['batch_size']}, {r['fanouts']}: bsp's time over "
+                     f"{r['sampler']}'s in the same round, median {r['bsp_time_over_this_per_round'][0]:.2f}x "
+                     f"({r['bsp_time_over_this_per_round'][1]:.2f}-{r['bsp_time_over_this_per_round'][2]:.2f}x)"
+                     for r in rows if r["available"] and "bsp_time_over_this_per_round" in r]
     skipped = {r["sampler"]: r["reason"] for r in rows if not r["available"]}
     lines += [""] + [f"- `{name}` skipped: {reason}" for name, reason in skipped.items()]
     return "\n".join(lines) + "\n"
@@ -460,6 +465,10 @@ def add_speedups(rows) -> None:
             r["speedup_vs_bsp"] = bsp["ms_per_batch"] / r["ms_per_batch"]
             r["bsp_edges_per_s_over_this"] = bsp["edges_per_s"] / r["edges_per_s"]  # fair where sizes differ
             r["edges_vs_bsp"] = r["edges_per_batch"] / bsp["edges_per_batch"]  # 1 where the subgraphs match
+            if r is not bsp and len(r.get("round_ms", [])) == len(bsp.get("round_ms", [])) > 0:
+                # bsp's time over the row's in the same round: the host's drift between rounds cancels out
+                per_round = sorted(b / t for b, t in zip(bsp["round_ms"], r["round_ms"]))
+                r["bsp_time_over_this_per_round"] = [statistics.median(per_round), per_round[0], per_round[-1]]
 
 
 HEAD = (f"{'thr':>3s} {'sampler':12s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "

@@ -39,12 +39,16 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
         # The floor reads the edges bsp drew for the same seeds (its first draws; bsp's timed rounds draw
         # afresh, as many give or take the randomness), at the thread count forced.
         assert gather["available"] and abs(gather["edges_vs_bsp"] - 1) < 0.02 and gather["threads"] == bsp["threads"]
+        # And round by round: bsp's time over the floor's in the same round, median inside its range.
+        ratios = sorted(b / g for b, g in zip(bsp["round_ms"], gather["round_ms"]))
+        assert gather["bsp_time_over_this_per_round"] == [ratios[1], ratios[0], ratios[2]]
         if importlib.util.find_spec("dgl") is None:  # DGL's rows run in --dgl-python, by default this one
             assert not dgl["available"] and "No module named 'dgl'" in dgl["reason"]
         else:
             assert dgl["available"] and dgl["edges_per_batch"] > 0
     table = out.with_suffix(".md").read_text()
     assert "| 2 |" in table and "bsp-previous" in table and report["meta"]["command"] in table
+    assert "- 2 thread(s), batch 256, [5, 5]: bsp's time over gather's in the same round, median " in table
     # A 2-thread bsp row says how many of its batches split (here no hop is large enough to).
     two = [r for r in rows if r["sampler"] == "bsp" and r["threads"] == 2]
     assert all(r["split_counts"]["split"] == 0 == r["split_counts"]["batches"] for r in two)
