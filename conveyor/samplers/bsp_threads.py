@@ -142,6 +142,14 @@ class Splitter:
             return costs[1] is None
         return (costs[1] <= costs[0] * SPLIT_GAIN) != self.trying
 
+    def start_pool(self) -> None:
+        """The pool of `threads - 1` workers, if it is not yet started. Nothing is learnt from the
+        batch that starts it (`timed`): the start made that batch up to 3.5x slower than the split
+        batches after it (scale 0.05, batch 4096), and splitting would not be tried again for long."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bsp")
+            self.deciding = None
+
     def timed(self, split: bool, seconds: float, edges: int) -> None:
         """The batch `worth_splitting` decided on took `seconds` for `edges`, split or not: its kind's
         cost that way updated (nothing learnt from a batch a busy machine kept alone)."""
@@ -162,8 +170,7 @@ class Splitter:
             fn(0, n)
             return
         self.counts["split"] += 1
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="bsp")
+        self.start_pool()
         bounds = [n * k // chunks for k in range(chunks + 1)]
         state, held, lock = [FREE] * chunks, [None] * chunks, threading.Lock()
         for _ in range(self.threads - 1):
