@@ -171,6 +171,22 @@ def test_a_batch_goes_the_way_batches_of_its_kind_took_less_time_an_edge(monkeyp
     assert splitter.counts["batches"] == 2 + 4 * rounds + 1 - 1  # the untried kind's batch was never timed
 
 
+def test_nothing_is_learnt_from_the_batch_that_starts_the_pool(monkeypatch):
+    """The pool's start is no cost of splitting: that batch's time is left out, and the next batch
+    of the kind tries splitting again."""
+    monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))
+    monkeypatch.setattr(bsp_threads, "MIN_CHUNK", 1)
+    splitter = Splitter(2)
+    assert splitter.worth_splitting(11) and splitter.pool is None
+    splitter.run(lambda lo, hi: None, 64)
+    splitter.timed(True, 1.0, 100)
+    assert splitter.pool is not None and splitter.costs[11][1] is None and splitter.counts["batches split"] == 1
+    assert splitter.worth_splitting(11)
+    splitter.run(lambda lo, hi: None, 64)
+    splitter.timed(True, 1.0, 100)
+    assert splitter.costs[11][1] == 0.01 and not splitter.worth_splitting(11)  # alone is tried next
+
+
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
     """With every core this process may use taken by a spinning process, SpareCores finds no room
     for a second thread, and the splits run on the caller alone (counted as such); a bsp sampler
