@@ -45,15 +45,18 @@ CHECK_S = 1.0  # how often the workers' welcome is reconsidered (from /proc/stat
 # idle-looking pair of virtual cores may give a second thread nothing (a sibling of the same physical
 # core, or a host's other tenants: bsp's 2 threads were 0.89x the time of 1 in one half hour and
 # 1.02-1.16x in the next, at load 0.7). A kind of batch's mean seconds an edge each way weighs each
-# batch by COST_WEIGHT, and every TRY_EVERY-th batch of the kind goes the other way, so that an
-# estimate never goes stale (every 8th: 2 threads 1.04-1.06x the time of 1 at batch 1024, where a
-# split took longer). Splitting must be estimated SPLIT_GAIN times alone's: where both take about as
-# long, noise alone had a fifth split, and 2 threads at 1.03-1.08x. Whole batches, not hops, are timed:
-# a split hop left the next passes the worker's writes to fetch from the other core, so hops timed
-# alone chose splits that made the batch 1.06x slower.
+# batch by COST_WEIGHT (TRY_WEIGHT in a trial of the other way, whose estimate is seldom renewed), and
+# every TRY_EVERY-th batch of the kind starts a trial of TRY_STREAK batches the other way, so that an
+# estimate never goes stale (a batch every 8th: 2 threads 1.04-1.06x the time of 1 at batch 1024,
+# where a split took longer). Splitting must be estimated SPLIT_GAIN times alone's: where both take
+# about as long, noise alone had a fifth split, and 2 threads at 1.03-1.08x. Whole batches are timed,
+# not hops, and a batch that goes another way than the one before it teaches nothing: it pays for the
+# change (the worker's writes to fetch from the other core), so hops timed alone, and batches timed
+# after a change, made the other way look dearer than it is (2 threads 1.04-1.14x the time of 1).
 COST_WEIGHT = 0.1
-TRY_WEIGHT = 0.5  # a batch that went the other way weighs this much: that way's estimate is seldom renewed
+TRY_WEIGHT = 0.5
 TRY_EVERY = 32
+TRY_STREAK = 3
 SPLIT_GAIN = 0.95
 MMAP_THRESHOLD = 256 << 20  # glibc: blocks below this come from the heap, reused when freed
 TRIM_THRESHOLD = 256 << 20  # glibc: free heap kept at the top before it is handed back (bounds what is held)
@@ -96,9 +99,10 @@ class Splitter:
         self.counts = {"alone": 0, "split": 0, "caller": 0, "workers": 0, "twice": 0, "batches": 0,
                        "batches split": 0}
         self.spare = SpareCores(threads)
-        self.costs = {}  # a kind of batch -> [s an edge alone, s an edge split, batches]
+        self.costs = {}  # a kind of batch -> [s an edge alone, s an edge split, batches, trial left, its way]
         self.deciding = None  # the kind whose batch `worth_splitting` last decided on (not a busy machine)
         self.trying = False  # and whether that batch went the other way
+        self.previous = None  # whether the batch before split
         self.places = threading.local()  # each pool thread's place (1, 2, ...; the caller's is 0)
         self.new_places = itertools.count(1)  # (next() on it is atomic under the GIL)
 
@@ -129,18 +133,23 @@ class Splitter:
     def worth_splitting(self, kind) -> bool:
         """Whether the next batch of its `kind` splits: not while the machine leaves no spare core
         (`alone`); else the way that kind's batches took less time an edge (`timed`; split only if
-        SPLIT_GAIN times alone's), every TRY_EVERY-th batch the other way (each way is tried first:
-        split, then alone)."""
+        SPLIT_GAIN times alone's), but TRY_STREAK batches the other way from every TRY_EVERY-th on
+        (an untried way first: split, then alone)."""
         self.deciding = None
         if self.alone():
             return False
         self.deciding = kind
-        costs = self.costs.setdefault(kind, [None, None, 0])
+        costs = self.costs.setdefault(kind, [None, None, 0, 0, False])  # alone, split, batches, trial left, way
+        alone, split = costs[0], costs[1]
+        best = alone is not None and split is not None and split <= alone * SPLIT_GAIN
         costs[2] += 1
-        self.trying = costs[1] is None or costs[0] is None or costs[2] % TRY_EVERY == 0
-        if costs[1] is None or costs[0] is None:
-            return costs[1] is None
-        return (costs[1] <= costs[0] * SPLIT_GAIN) != self.trying
+        if costs[3] == 0 and (alone is None or split is None or costs[2] % TRY_EVERY == 0):
+            costs[3], costs[4] = TRY_STREAK, split is None or (alone is not None and not best)  # the untried way first
+        self.trying = costs[3] > 0
+        if not self.trying:
+            return best
+        costs[3] -= 1
+        return costs[4]
 
     def start_pool(self) -> None:
         """The pool of `threads - 1` workers, if it is not yet started. Nothing is learnt from the
@@ -155,7 +164,8 @@ class Splitter:
         cost that way updated (nothing learnt from a batch a busy machine kept alone)."""
         self.counts["batches"] += 1
         self.counts["batches split"] += split
-        if self.deciding is None:
+        changed, self.previous = split != self.previous, split
+        if self.deciding is None or changed:
             return
         costs = self.costs[self.deciding]
         cost = seconds / max(edges, 1)

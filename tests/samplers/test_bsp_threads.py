@@ -150,25 +150,27 @@ def test_a_hop_of_fewer_edges_than_split_from_runs_alone_at_any_thread_count(mon
 
 
 def test_a_batch_goes_the_way_batches_of_its_kind_took_less_time_an_edge(monkeypatch):
-    """Each way is tried first (split, then alone); then the cheaper one a batch (split only if
-    SPLIT_GAIN times alone's), the other every TRY_EVERY-th batch, so that a change (the host's other
-    tenants leaving) is seen; a kind of batch (bsp: its seeds' bit length) learns apart from others."""
+    """Each way is tried first (split, then alone, TRY_STREAK batches each); then the cheaper one a
+    batch (split only if SPLIT_GAIN times alone's), and a trial of the other way from every
+    TRY_EVERY-th batch on, so that a change (the host's other tenants leaving) is seen; a batch that
+    went another way than the one before teaches nothing; a kind of batch (bsp: its seeds' bit
+    length) learns apart from the others."""
     monkeypatch.setattr(bsp_threads, "CHECK_S", float("inf"))  # the machine counts as idle throughout
-    splitter, kind, edges = Splitter(2), 11, 300_000
+    splitter, kind, edges, streak, every = Splitter(2), 11, 300_000, bsp_threads.TRY_STREAK, bsp_threads.TRY_EVERY
 
     def decide(seconds_if_split: float, seconds_alone: float) -> bool:
         split = splitter.worth_splitting(kind)
         splitter.timed(split, seconds_if_split if split else seconds_alone, edges)
         return split
-    assert decide(0.010, 0.005) and not decide(0.010, 0.005)  # tried: split, then alone
-    rounds = 4 * bsp_threads.TRY_EVERY
-    assert sum(decide(0.010, 0.005) for _ in range(rounds)) == 4  # alone is cheaper
+    assert [decide(0.010, 0.005) for _ in range(2 * streak)] == [True] * streak + [False] * streak
+    assert splitter.costs[kind][:2] == [0.005 / edges, 0.010 / edges]  # each way's first batch left out
+    rounds = 4 * every
+    assert sum(decide(0.010, 0.005) for _ in range(rounds)) == 4 * streak  # alone is cheaper
     assert splitter.worth_splitting(13)  # a kind of its own, untried: split first
-    assert sum(decide(0.0049, 0.005) for _ in range(rounds)) == 4  # split 2% cheaper: not enough
-    # 4x cheaper: followed from the next batch that tries it (a try weighs TRY_WEIGHT) on.
-    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) >= rounds - bsp_threads.TRY_EVERY - 4
-    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) == rounds - 4
-    assert splitter.counts["batches"] == 2 + 4 * rounds + 1 - 1  # the untried kind's batch was never timed
+    assert sum(decide(0.0049, 0.005) for _ in range(rounds)) == 4 * streak  # split 2% cheaper: not enough
+    # 4x cheaper: followed from the next trial of splitting on (a trial's batches weigh TRY_WEIGHT).
+    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) >= rounds - every - 4 * streak
+    assert sum(decide(0.00125, 0.005) for _ in range(rounds)) == rounds - 4 * streak
 
 
 def test_nothing_is_learnt_from_the_batch_that_starts_the_pool(monkeypatch):
@@ -184,7 +186,7 @@ def test_nothing_is_learnt_from_the_batch_that_starts_the_pool(monkeypatch):
     assert splitter.worth_splitting(11)
     splitter.run(lambda lo, hi: None, 64)
     splitter.timed(True, 1.0, 100)
-    assert splitter.costs[11][1] == 0.01 and not splitter.worth_splitting(11)  # alone is tried next
+    assert splitter.costs[11][1] == 0.01  # the second split batch of the kind teaches
 
 
 def test_on_cores_other_processes_keep_busy_the_caller_splits_alone(monkeypatch):
