@@ -297,16 +297,20 @@ class BSPSampler:
         began = time.perf_counter()
         counts, edges, positions = self.hops(ids, count, split)
         self.split.settle()  # no worker still reads `local` for this batch
-        sizes = [p.numel() for p in positions]
-        own = [b - a for a, b in zip([0] + sizes, sizes)] if self.once else sizes  # per_node's hold the earlier
-        if self.split.threads > 1 and splittable(max(own, default=0)):  # a batch that could split: it teaches
-            self.split.timed(split, time.perf_counter() - began, sizes[-1])
+        self.teach(split, time.perf_counter() - began, positions)
         n_id = ids[:counts[-1]]
         if n_id.numel() * FILL_FROM < self.num_nodes:
             self.local.index_fill_(0, n_id, -1)  # O(batch) reset for the next call
         else:
             self.local.fill_(-1)  # a sequential pass: cheaper than as many random writes
         return SampledBatch(n_id, torch.tensor(counts, dtype=torch.long), edges, positions)
+
+    def teach(self, split: bool, seconds: float, positions: list) -> None:
+        """The batch's time to the splitter (`Splitter.timed`), if its compiled hops could have split."""
+        sizes = [p.numel() for p in positions]
+        own = [b - a for a, b in zip([0] + sizes, sizes)] if self.once else sizes  # per_node's hold the earlier
+        if self.split.threads > 1 and any(self.compiled) and splittable(max(own, default=0)):
+            self.split.timed(split, seconds, sizes[-1])
 
     def hops(self, ids: Tensor, count: int, split: bool) -> tuple[list, list, list]:
         """The batch's hops from its seeds ids[:count], each hop's new nodes written into ids after the

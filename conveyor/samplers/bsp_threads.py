@@ -12,10 +12,10 @@ same values whoever does it), so on a busy machine a descheduled worker costs at
 half chunks' time. Only before a hop reads the bitmaps its gathers mark (one a thread: `place`), and
 before the batch's local ids are reset, does the caller wait for a worker still inside a chunk
 (`settle`). The chunks' outputs are those of one thread, bit for bit: the draws are counter-based
-(samplers/bsp_compiled.py). Whether a compiled hop is split at all is decided hop by hop
-(`alone`, `worth_splitting`): not while the machine leaves no spare core, and then by the time
-the edges of hops of its size took each way, so that a second thread that does not pay (a sibling
-of the same physical core, a host's busy tenants, a hop too small) costs little.
+(samplers/bsp_compiled.py). Whether a batch's large compiled hops are split at all is decided batch
+by batch (`alone`, `worth_splitting`): not while the machine leaves no spare core, and then by the
+time the batches of its kind took each way, so that a second thread that does not pay (a sibling of
+the same physical core, a host's busy tenants) costs little.
 
 Memory: every batch allocates tens of MB of temporaries and outputs; glibc hands large blocks back
 to the OS when freed and maps them again next time, 4-5 thousand page faults a batch (a third of
