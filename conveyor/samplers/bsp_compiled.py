@@ -316,7 +316,7 @@ def claim_word(word, first, local, count, c, new):
 
 @numba.njit(nogil=True, cache=True)
 def hop_alone(plan, fanout, key, first, pos, sources, owners, indices, local, marked, ids, count, mark):
-    """A whole hop on the calling thread in one call (`bsp_hop.CompiledHops` at one thread), from
+    """A whole hop on the calling thread in one call (`bsp_hop.CompiledHops`, unless the hop is split), from
     its plan (`plan_hop`'s (start, deg, offset, few, total)): the draws and their sources
     (`draw_positions`, `mark`ing marked[0]), the new nodes' claim into ids[count:] (`claim_marked`
     or `claim_sorted`) and the relabelling into `sources` (local ids; `owners` each edge's node's
