@@ -447,10 +447,11 @@ def test_an_interrupted_run_stops_cleanly_and_keeps_its_checkpoint(tmp_path, dat
 
 def test_the_same_seed_gives_the_recorded_losses(tmp_path, data_root):
     """No change to the pipeline or the trainer moves the arithmetic: serial and async runs give the
-    per-batch and per-epoch losses recorded at commit 8a3cde7 (tests/data/losses_8a3cde7.json,
-    CPU, torch 2.13, F.dropout's draws; recorded again there because bsp's draws became
-    counter-based, #51: the record before, from c68efbd, checked pipeline/'s move)."""
-    recorded = json.loads((REPO / "tests" / "data" / "losses_8a3cde7.json").read_text())
+    per-batch and per-epoch losses recorded at commit 276f306 (tests/data/losses_276f306.json,
+    CPU, torch 2.13, F.dropout's draws; recorded again there because bsp's draws became two per
+    hash, #51: the records before, from c68efbd and 8a3cde7, checked pipeline/'s move and the
+    counter-based draws)."""
+    recorded = json.loads((REPO / "tests" / "data" / "losses_276f306.json").read_text())
     serial, piped = train_both(tmp_path, *recorded["overrides"], "model.fast_dropout=false", f"data.root={data_root}")
     for (metrics, losses, _, _), mode in ((serial, "serial"), (piped, "async")):
         before = recorded["runs"][mode]

@@ -33,9 +33,11 @@ def expected_stop(epochs, patience):
 
 
 def test_best_checkpoint_holds_the_model_of_the_best_epoch(tmp_path, data_root):
-    # With F.dropout's draws (model.fast_dropout=false) this seed's best epoch comes before the last.
+    # At 10x the default lr Cora's val acc peaks by epoch 9-13 and then wanders (seeds 0-2 alike), so
+    # the best epoch comes before the last without resting on one seed's luck (at the default lr it
+    # still climbs at epoch 20).
     final, metrics = run(tmp_path, "run", "data=cora", f"data.root={data_root}", "trainer.epochs=20",
-                         "model.fast_dropout=false")
+                         "trainer.lr=0.03", "model.fast_dropout=false")
     best = best_record(metrics["epochs"])
     assert best["epoch"] < 20  # else last.pt would do: the test could not tell them apart
     state = load_checkpoint(tmp_path / "run", name=BEST)  # weights_only=True

@@ -68,10 +68,10 @@ def tensorboard_scalars(out_dir, tag):
 
 
 def test_sparse_reads_give_the_figures_of_per_batch_reads(tmp_path, data_root):
-    """The run recorded with a read per batch (tests/data/losses_8a3cde7.json: 5 batches an
+    """The run recorded with a read per batch (tests/data/losses_276f306.json: 5 batches an
     epoch, 32 seeds each but the last's 12), trained reading every 3rd batch: the same epoch
     losses and test accuracy; batch/loss is the seed-weighted mean of batches 0-2, 3-4, 5-7, 8-9."""
-    recorded = json.loads((REPO / "tests" / "data" / "losses_8a3cde7.json").read_text())
+    recorded = json.loads((REPO / "tests" / "data" / "losses_276f306.json").read_text())
     before = recorded["runs"]["serial"]
     out = tmp_path / "run"
     # model.fast_dropout=false: F.dropout's draws, as when the losses were recorded (and, in its overrides,
