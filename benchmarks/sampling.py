@@ -412,6 +412,10 @@ def markdown(meta, rows) -> str:
                      f"{r['sampler']}'s in the same round, median {r['bsp_time_over_this_per_round'][0]:.2f}x "
                      f"({r['bsp_time_over_this_per_round'][1]:.2f}-{r['bsp_time_over_this_per_round'][2]:.2f}x)"
                      for r in rows if r["available"] and "bsp_time_over_this_per_round" in r]
+    lines += [f"- bsp at {r['threads']} threads, batch {r['batch_size']}, {r['fanouts']}: its time over 1 thread's in "
+              f"the same round, median {r['time_over_one_thread_per_round'][0]:.2f}x "
+              f"({r['time_over_one_thread_per_round'][1]:.2f}-{r['time_over_one_thread_per_round'][2]:.2f}x)"
+              for r in rows if "time_over_one_thread_per_round" in r]
     skipped = {r["sampler"]: r["reason"] for r in rows if not r["available"]}
     lines += [""] + [f"- `{name}` skipped: {reason}" for name, reason in skipped.items()]
     return "\n".join(lines) + "\n"
@@ -457,18 +461,32 @@ def seed_batches(graph, args) -> list:
 
 def add_speedups(rows) -> None:
     """Each available row's speed-up over bsp's row of the same configuration and thread count
-    (bsp ms / its ms)."""
+    (bsp ms / its ms); a bsp row at more threads, its time over bsp's at 1 round by round."""
     for r in rows:
-        bsp = next((b for b in rows if b["sampler"] == "bsp" and b["available"] and b["fanouts"] == r["fanouts"]
-                    and b["batch_size"] == r["batch_size"] and b.get("threads") == r.get("threads")), None)
+        bsp = same_configuration(rows, r, "bsp", r.get("threads"))
         if r["available"] and bsp:
             r["speedup_vs_bsp"] = bsp["ms_per_batch"] / r["ms_per_batch"]
             r["bsp_edges_per_s_over_this"] = bsp["edges_per_s"] / r["edges_per_s"]  # fair where sizes differ
             r["edges_vs_bsp"] = r["edges_per_batch"] / bsp["edges_per_batch"]  # 1 where the subgraphs match
             if r is not bsp and len(r.get("round_ms", [])) == len(bsp.get("round_ms", [])) > 0:
                 # bsp's time over the row's in the same round: the host's drift between rounds cancels out
-                per_round = sorted(b / t for b, t in zip(bsp["round_ms"], r["round_ms"]))
-                r["bsp_time_over_this_per_round"] = [statistics.median(per_round), per_round[0], per_round[-1]]
+                r["bsp_time_over_this_per_round"] = per_round_ratio(bsp["round_ms"], r["round_ms"])
+        alone = same_configuration(rows, r, "bsp", 1)
+        if r["sampler"] == "bsp" and r.get("threads", 1) > 1 and alone and r.get("round_ms") and alone.get("round_ms"):
+            # the thread counts' rounds interleave too: the same round's 1-thread time is its baseline
+            r["time_over_one_thread_per_round"] = per_round_ratio(r["round_ms"], alone["round_ms"])
+
+
+def same_configuration(rows, row, sampler, threads):
+    """The available row of `sampler` at `threads` with `row`'s fanouts and batch size, or None."""
+    return next((b for b in rows if b["sampler"] == sampler and b["available"] and b["fanouts"] == row["fanouts"]
+                 and b["batch_size"] == row["batch_size"] and b.get("threads") == threads), None)
+
+
+def per_round_ratio(times, baseline) -> list:
+    """[median, min, max] over rounds of a row's time over another's in the same round."""
+    ratios = sorted(t / b for t, b in zip(times, baseline))
+    return [statistics.median(ratios), ratios[0], ratios[-1]]
 
 
 HEAD = (f"{'thr':>3s} {'sampler':12s} {'mode':14s} {'fanouts':13s} {'batch':>5s} {'n':>3s} {'ms/batch':>10s} "

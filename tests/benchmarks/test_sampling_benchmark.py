@@ -52,6 +52,15 @@ def test_bsp_against_previous_release_and_dgl(tmp_path, synthetic_small, data_ro
     # A 2-thread bsp row says how many of its batches split (here no hop is large enough to).
     two = [r for r in rows if r["sampler"] == "bsp" and r["threads"] == 2]
     assert all(r["split_counts"]["split"] == 0 == r["split_counts"]["batches"] for r in two)
+    # and its time over 1 thread's in the same round (the thread counts' rounds interleave)
+    for r in two:
+        alone = next(b for b in rows if b["sampler"] == "bsp" and b["threads"] == 1
+                     and b["batch_size"] == r["batch_size"])
+        ratios = sorted(t / b for t, b in zip(r["round_ms"], alone["round_ms"]))
+        assert r["time_over_one_thread_per_round"] == [ratios[1], ratios[0], ratios[2]]
+        assert (f"- bsp at 2 threads, batch {r['batch_size']}, {r['fanouts']}: its time over 1 thread's in the same "
+                f"round, median {ratios[1]:.2f}x ({ratios[0]:.2f}-{ratios[2]:.2f}x)") in table
+    assert not any("time_over_one_thread_per_round" in r for r in rows if r["sampler"] != "bsp" or r["threads"] == 1)
     assert "bsp (split 0 of 0 batches with a hop from 131,072 edges, workers ran 0% of chunks)" in table
     assert ("`dgl` skipped: DGL's interpreter ended" in table) == (importlib.util.find_spec("dgl") is None)
 
