@@ -293,7 +293,7 @@ class BSPSampler:
 
     def _sample(self, seeds) -> SampledBatch:
         ids, count = self.start_batch(seeds)
-        split = self.split.threads > 1 and self.split.worth_splitting(count.bit_length())
+        split = self.split.worth_splitting(count.bit_length())  # never at one thread or on a busy machine
         began = time.perf_counter()
         counts, edges, positions = self.hops(ids, count, split)
         self.split.settle()  # no worker still reads `local` for this batch

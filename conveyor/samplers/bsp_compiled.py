@@ -54,11 +54,6 @@ def stream_draws(key: int, m: Tensor) -> Tensor:
     return torch.where(m & 1 == 0, logical_shift(z, 32), z & 0xFFFFFFFF)
 
 
-def splitmix_bits(key: int, n: Tensor) -> Tensor:
-    """The high 32 bits of `splitmix64(key, n)` for each of the int64 counters `n`."""
-    return logical_shift(splitmix_words(key, n), 32)
-
-
 def splitmix_words(key: int, n: Tensor) -> Tensor:
     """`splitmix64(key, n)` for each of the int64 counters `n`, as the int64 of the same bits, in
     torch's int64 ops (they wrap as uint64's do; a right shift is arithmetic, so the sign bits are

@@ -13,7 +13,7 @@ from scipy import stats
 
 from conveyor.samplers import bsp, bsp_hop, bsp_threads, build_sampler
 from conveyor.samplers.bsp import compiled_positions, sample_positions
-from conveyor.samplers.bsp_compiled import splitmix64, splitmix_bits, stream_draws
+from conveyor.samplers.bsp_compiled import splitmix64, splitmix_words, stream_draws
 from conveyor.samplers.bsp_threads import Splitter
 from tests.helpers import power_law_graph
 
@@ -29,10 +29,12 @@ def stream(key, n):
 
 def test_splitmix64_is_the_published_stream_in_numba_and_in_torch():
     assert [int(stream(1234567, n)) for n in range(5)] == PUBLISHED
-    assert splitmix_bits(1234567, torch.arange(5)).tolist() == [x >> 32 for x in PUBLISHED]
+    unsigned = 1 << 64  # torch's int64 words hold the uint64's bits
+    assert [x % unsigned for x in splitmix_words(1234567, torch.arange(5)).tolist()] == PUBLISHED
     counters = torch.randint(0, 1 << 40, (1000,), generator=torch.Generator().manual_seed(0))
     key = (1 << 62) - 12345  # near the top: the sums wrap
-    assert splitmix_bits(key, counters).tolist() == [int(stream(key, int(n))) >> 32 for n in counters]
+    assert ([x % unsigned for x in splitmix_words(key, counters).tolist()]
+            == [int(stream(key, int(n))) for n in counters])
 
 
 def test_a_hops_draws_are_both_halves_of_each_element():
